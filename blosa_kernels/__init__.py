@@ -1,0 +1,1 @@
+"""Triton kernels of blosa (filled in by the Triton issue)."""

@@ -1,0 +1,86 @@
+// Per-element math of masked_block_attn, shared by the CPU and CUDA kernels.
+//
+// Everything here is an inline function usable on host and device, so the CPU tests run the
+// exact formulas the GPU kernels run. Notation (see python/blosa/reference.py):
+//   z   = dep[i,k] + head[j,k] + bias[k]
+//   t   = tanh(z / c)                      score s = c * t, bounded in [-c, c]
+//   p   = exp(s - pivot)                   unnormalized probability
+//   out = sum_i p * value[i,k] / sum_i p   lse = pivot + log(sum_i p)
+// Backward, with g = grad_out[j,k] and o = out[j,k], recomputes p = exp(s - lse) and uses
+//   dz  = p * g * (value[i,k] - o) * (1 - t^2)
+//   d_head[j] = sum_i dz,  d_dep[i] = sum_j dz,  d_value[i] = sum_j p * g,  d_bias = sum dz.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+
+#if defined(__CUDACC__)
+#define BLOSA_HD __host__ __device__ __forceinline__
+#else
+#define BLOSA_HD inline
+#endif
+
+namespace blosa {
+
+// Which keys i a query j may attend inside its block. The integer values are part of the
+// C++/Python contract (see direction_from_string in csrc/op_checks.h).
+enum class Direction : int { kForward = 0, kBackward = 1, kDiag = 2, kAll = 3 };
+
+// Keys of query j form the half-open range [*lo, *hi) of its block [start, end); under kDiag
+// the query itself is excluded, which the caller skips with `i == j && dir == kDiag`.
+BLOSA_HD void key_range(Direction dir, int64_t j, int64_t start, int64_t end, int64_t* lo,
+                        int64_t* hi) {
+  switch (dir) {
+    case Direction::kForward: *lo = start; *hi = j; break;
+    case Direction::kBackward: *lo = j + 1; *hi = end; break;
+    default: *lo = start; *hi = end; break;
+  }
+}
+
+BLOSA_HD bool skips_self(Direction dir) { return dir == Direction::kDiag; }
+
+// Scores are bounded by c, so exp(s - c) cannot overflow; it cannot underflow to a zero sum
+// either while 2c stays well inside the exponent range of T. Above this scale the kernels use
+// a running maximum instead of the constant pivot c (KERNEL_NOTES.md, section 1).
+template <typename T> struct FixedPivotLimit;
+template <> struct FixedPivotLimit<float> { static constexpr double value = 40.0; };
+template <> struct FixedPivotLimit<double> { static constexpr double value = 300.0; };
+
+template <typename T> BLOSA_HD bool use_fixed_pivot(double scale) {
+  return scale <= FixedPivotLimit<T>::value;
+}
+
+// t = tanh(z / c), given inv_scale = 1 / c.
+template <typename T> BLOSA_HD T scaled_tanh(T z, T inv_scale) { return std::tanh(z * inv_scale); }
+
+// p = exp(c * t - pivot).
+template <typename T> BLOSA_HD T shifted_exp(T t, T scale, T pivot) {
+  return std::exp(scale * t - pivot);
+}
+
+// One key's contribution to the running softmax numerator and denominator (fixed pivot).
+template <typename T> BLOSA_HD void softmax_accumulate(T p, T v, T& sum, T& acc) {
+  sum += p;
+  acc += p * v;
+}
+
+// Running-maximum update for scales too large for the fixed pivot. `m` starts at -c, a lower
+// bound of every score, so it is always finite and no -inf - -inf can occur.
+template <typename T> BLOSA_HD void online_softmax_update(T s, T v, T& m, T& sum, T& acc) {
+  const T m_new = s > m ? s : m;
+  const T rescale = std::exp(m - m_new);
+  const T p = std::exp(s - m_new);
+  sum = sum * rescale + p;
+  acc = acc * rescale + p * v;
+  m = m_new;
+}
+
+// lse = pivot + log(sum); only called when the query has at least one key (sum > 0).
+template <typename T> BLOSA_HD T log_sum_exp(T pivot, T sum) { return pivot + std::log(sum); }
+
+// Gradient of the pre-tanh input z for one (query, key, feature) triple.
+template <typename T> BLOSA_HD T grad_z(T p, T g, T v, T o, T t) {
+  return p * g * (v - o) * (T(1) - t * t);
+}
+
+}  // namespace blosa

@@ -1,0 +1,53 @@
+"""Argument checks shared by every backend of masked_block_attn.
+
+They run before any work and name the argument at fault. The C++ op repeats the same checks
+(csrc/op_checks.h) for callers that go through torch.ops directly.
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+
+DIRECTIONS = ("forward", "backward", "diag", "all")
+
+
+def check_attn_args(dep, head, value, bias, mask, block_len, direction, scale) -> None:
+    """Raise ValueError/TypeError naming the bad argument of masked_block_attn."""
+    for name, t in (("dep", dep), ("head", head), ("value", value)):
+        if not isinstance(t, torch.Tensor):
+            raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
+        if t.dim() != 3:
+            raise ValueError(f"{name} must be 3-D [B, n, d], got shape {tuple(t.shape)}")
+    if head.shape != dep.shape or value.shape != dep.shape:
+        raise ValueError(
+            "dep, head and value must have the same shape [B, n, d], got "
+            f"dep {tuple(dep.shape)}, head {tuple(head.shape)}, value {tuple(value.shape)}"
+        )
+    if not dep.is_floating_point():
+        raise TypeError(f"dep must be a floating-point tensor, got {dep.dtype}")
+    for name, t in (("head", head), ("value", value), ("bias", bias)):
+        if t is not None and t.dtype != dep.dtype:
+            raise TypeError(f"{name} has dtype {t.dtype} but dep has {dep.dtype}; use one dtype")
+    B, n, d = dep.shape
+    if bias is not None:
+        if not isinstance(bias, torch.Tensor):
+            raise TypeError(f"bias must be a torch.Tensor or None, got {type(bias).__name__}")
+        if bias.shape != (d,):
+            raise ValueError(f"bias must have shape [d] = [{d}], got {tuple(bias.shape)}")
+    if mask is not None:
+        if not isinstance(mask, torch.Tensor):
+            raise TypeError(f"mask must be a torch.Tensor or None, got {type(mask).__name__}")
+        if mask.dtype != torch.bool:
+            raise TypeError(f"mask must be a bool tensor (True = real token), got {mask.dtype}")
+        if mask.shape != (B, n):
+            raise ValueError(f"mask must have shape [B, n] = [{B}, {n}], got {tuple(mask.shape)}")
+    for name, t in (("head", head), ("value", value), ("bias", bias), ("mask", mask)):
+        if t is not None and t.device != dep.device:
+            raise ValueError(f"{name} is on {t.device} but dep is on {dep.device}; use one device")
+    if isinstance(block_len, bool) or not isinstance(block_len, int):
+        raise TypeError(f"block_len must be an int, got {type(block_len).__name__}")
+    if direction not in DIRECTIONS:
+        raise ValueError(f"direction must be one of {', '.join(map(repr, DIRECTIONS))}; got {direction!r}")
+    if isinstance(scale, bool) or not isinstance(scale, (int, float)) or not math.isfinite(scale) or scale <= 0:
+        raise ValueError(f"scale must be a finite positive number, got {scale!r}")

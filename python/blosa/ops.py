@@ -1,0 +1,139 @@
+"""The fused op `torch.ops.blosa.masked_block_attn`: autograd, fake kernels, backend choice.
+
+The C++ extension (csrc/) defines three ops:
+  masked_block_attn      public, composite: returns masked_block_attn_fwd(...)[0]
+  masked_block_attn_fwd  -> (out [B, n, d], lse [B, n, d]); lse = +inf where a query has no key
+  masked_block_attn_bwd  -> (d_dep, d_head, d_value), recomputing probabilities from lse
+This module gives _fwd its autograd formula and fake (meta) kernels, so that every device's
+kernels are differentiable and traceable by torch.compile.
+"""
+from __future__ import annotations
+
+import torch
+
+import blosa._C  # noqa: F401  (registers the torch.ops.blosa ops)
+from blosa._validate import check_attn_args
+from blosa.reference import masked_block_attn_ref
+
+BACKENDS = ("auto", "cpu", "cuda", "triton", "reference")
+
+
+def lse_dtype(dtype: torch.dtype) -> torch.dtype:
+    """dtype of the saved log-sum-exp: float64 for float64 inputs, float32 otherwise."""
+    return torch.float64 if dtype == torch.float64 else torch.float32
+
+
+@torch.library.register_fake("blosa::masked_block_attn_fwd")
+def _fwd_fake(dep, head, value, bias, mask, block_len, direction, scale):
+    check_attn_args(dep, head, value, bias, mask, block_len, direction, scale)
+    return torch.empty_like(dep), torch.empty(dep.shape, dtype=lse_dtype(dep.dtype), device=dep.device)
+
+
+@torch.library.register_fake("blosa::masked_block_attn_bwd")
+def _bwd_fake(grad_out, dep, head, value, bias, mask, out, lse, block_len, direction, scale):
+    return torch.empty_like(dep), torch.empty_like(head), torch.empty_like(value)
+
+
+def _setup_context(ctx, inputs, output):
+    dep, head, value, bias, mask, block_len, direction, scale = inputs
+    out, lse = output
+    ctx.save_for_backward(dep, head, value, bias, mask, out, lse)
+    ctx.attn_settings = (block_len, direction, scale)
+    ctx.mark_non_differentiable(lse)
+
+
+def _backward(ctx, grad_out, _grad_lse):
+    dep, head, value, bias, mask, out, lse = ctx.saved_tensors
+    block_len, direction, scale = ctx.attn_settings
+    d_dep, d_head, d_value = torch.ops.blosa.masked_block_attn_bwd(
+        grad_out, dep, head, value, bias, mask, out, lse, block_len, direction, scale
+    )
+    # z = dep_i + head_j + bias, so d_bias is d_head summed over batch and queries.
+    d_bias = d_head.sum(dim=(0, 1)) if bias is not None and ctx.needs_input_grad[3] else None
+    return d_dep, d_head, d_value, d_bias, None, None, None, None
+
+
+torch.library.register_autograd(
+    "blosa::masked_block_attn_fwd", _backward, setup_context=_setup_context
+)
+
+
+def cuda_kernels_built() -> bool:
+    """Whether this build of blosa._C has the CUDA C++ kernels."""
+    return torch._C._dispatch_has_kernel_for_dispatch_key("blosa::masked_block_attn_fwd", "CUDA")
+
+
+def _fused(dep, head, value, bias, mask, block_len, direction, scale):
+    return torch.ops.blosa.masked_block_attn(dep, head, value, bias, mask, block_len, direction, scale)
+
+
+def _triton(dep, head, value, bias, mask, block_len, direction, scale):
+    from blosa_kernels import masked_block_attn_triton  # imports triton only when asked for
+
+    return masked_block_attn_triton(dep, head, value, bias, mask, block_len, direction, scale)
+
+
+_BACKEND_FN = {"cpu": _fused, "cuda": _fused, "triton": _triton, "reference": masked_block_attn_ref}
+
+
+def resolve_backend(backend: str, device: torch.device) -> str:
+    """The concrete backend that `backend` names for tensors on `device`."""
+    if backend not in BACKENDS:
+        raise ValueError(f"backend must be one of {', '.join(map(repr, BACKENDS))}; got {backend!r}")
+    if backend == "auto":
+        if device.type == "cpu":
+            return "cpu"
+        if device.type == "cuda":
+            # bench/RESULTS.md: the CUDA C++ kernels are picked when built (they need no JIT).
+            return "cuda" if cuda_kernels_built() else "triton"
+        return "reference"
+    if backend == "cpu" and device.type != "cpu":
+        raise ValueError(f"backend='cpu' needs CPU tensors, got tensors on {device}")
+    if backend == "cuda":
+        if device.type != "cuda":
+            raise ValueError(f"backend='cuda' needs CUDA tensors, got tensors on {device}")
+        if not cuda_kernels_built():
+            raise RuntimeError(
+                "backend='cuda': this build of blosa has no CUDA kernels; rebuild with a CUDA "
+                "toolkit and a CUDA build of torch (BLOSA_CUDA=1 pip install --no-build-isolation -e .)"
+            )
+    return backend
+
+
+def masked_block_attn(
+    dep: torch.Tensor,
+    head: torch.Tensor,
+    value: torch.Tensor,
+    bias: torch.Tensor | None = None,
+    mask: torch.Tensor | None = None,
+    block_len: int = 0,
+    direction: str = "forward",
+    scale: float = 5.0,
+    backend: str = "auto",
+) -> torch.Tensor:
+    """Feature-level masked additive self-attention inside blocks (Bi-BloSAN, sections 2.4, 3.1).
+
+    Never materializes the [B, n, n, d] score tensor (except backend="reference").
+
+    Args:
+        dep: [B, n, d] key-side term W1 x_i.
+        head: [B, n, d] query-side term W2 x_j.
+        value: [B, n, d] values x_i.
+        bias: [d] b1, or None for zeros.
+        mask: [B, n] bool, True for real tokens; None means all real.
+        block_len: r, the block length; `<= 0` or `>= n` means one block (full DiSA).
+        direction: which keys i a query j sees in its block: "forward" i < j, "backward" i > j,
+            "diag" i != j, "all" every key.
+        scale: c in c * tanh(z / c); finite and positive.
+        backend: "auto" (the fastest available for the tensors' device), "cpu" (fused C++),
+            "cuda" (fused CUDA C++), "triton", or "reference" (plain PyTorch).
+
+    Returns:
+        out: [B, n, d], out[b, j, k] = sum_i p[b, j, i, k] * value[b, i, k], p being the softmax
+        over the allowed keys i of c * tanh((dep[b,i,k] + head[b,j,k] + bias[k]) / c).
+        A query with no allowed key (padding, the first token of a block under "forward") gets 0
+        and passes no gradient.
+    """
+    check_attn_args(dep, head, value, bias, mask, block_len, direction, scale)
+    fn = _BACKEND_FN[resolve_backend(backend, dep.device)]
+    return fn(dep, head, value, bias, mask, block_len, direction, scale)

@@ -1,0 +1,86 @@
+"""Build of blosa: the Python package in python/ and the C++/CUDA extension blosa._C.
+
+Install with `pip install --no-build-isolation -e .` (torch must already be installed: the
+extension is compiled against it). Environment switches:
+  BLOSA_CUDA=1 / 0      force the CUDA sources on / off (default: on when nvcc and a CUDA
+                        build of torch are present). A GPU is not needed to compile them.
+  TORCH_CUDA_ARCH_LIST  the GPU architectures to compile for (torch's own variable).
+  BLOSA_CPU_ARCH        the -march of the CPU kernels (default "native": the extension is built
+                        on the machine that runs it; use e.g. "x86-64-v3" for a portable build).
+"""
+import glob
+import os
+
+from setuptools import find_packages, setup
+from torch.utils import cpp_extension
+
+ROOT = os.path.dirname(os.path.abspath(__file__))
+# Only these files get -ffast-math: GCC vectorizes tanh/exp only under it, and it lets the
+# compiler assume no NaN/Inf, which is safe in the kernel loops but not in argument checks.
+FAST_MATH_SOURCES = {os.path.join("csrc", "cpu", "attn_kernels.cpp")}
+
+
+def env_flag(name):
+    value = os.environ.get(name)
+    return None if value in (None, "") else value.lower() in ("1", "true", "on", "yes")
+
+
+def want_cuda():
+    forced = env_flag("BLOSA_CUDA")
+    if forced is not None:
+        return forced
+    import torch
+
+    return torch.version.cuda is not None and cpp_extension.CUDA_HOME is not None
+
+
+class BuildExtension(cpp_extension.BuildExtension):
+    """torch's BuildExtension, plus per-file flags for FAST_MATH_SOURCES."""
+
+    def build_extensions(self):
+        compile_one = self.compiler._compile
+        fast = ["-ffast-math", "-mprefer-vector-width=512",
+                "-march=" + os.environ.get("BLOSA_CPU_ARCH", "native")]
+
+        def _compile(obj, src, ext, cc_args, extra_postargs, pp_opts):
+            if os.path.relpath(src, ROOT) in FAST_MATH_SOURCES:
+                extra_postargs = list(extra_postargs) + fast
+            return compile_one(obj, src, ext, cc_args, extra_postargs, pp_opts)
+
+        self.compiler._compile = _compile
+        super().build_extensions()
+
+
+def extension():
+    cpp_sources = sorted(glob.glob("csrc/*.cpp") + glob.glob("csrc/cpu/*.cpp"))
+    cxx = ["-O3", "-std=c++20", "-fopenmp", "-fdiagnostics-color=always"]
+    if want_cuda():
+        cu_sources = sorted(glob.glob("csrc/cuda/*.cu"))
+        nvcc = ["-O3", "-std=c++20", "--use_fast_math", "-lineinfo", "--expt-relaxed-constexpr"]
+        return cpp_extension.CUDAExtension(
+            "blosa._C", cpp_sources + cu_sources,
+            extra_compile_args={"cxx": cxx + ["-DBLOSA_WITH_CUDA"], "nvcc": nvcc},
+            extra_link_args=["-fopenmp"],
+        )
+    return cpp_extension.CppExtension(
+        "blosa._C", cpp_sources, extra_compile_args={"cxx": cxx}, extra_link_args=["-fopenmp"],
+    )
+
+
+setup(
+    name="blosa",
+    version="0.1.0",
+    description="Fused, memory-efficient Bi-Directional Block Self-Attention (Bi-BloSAN) for PyTorch",
+    package_dir={"": "python", "blosa_kernels": "blosa_kernels"},
+    packages=find_packages("python") + ["blosa_kernels"],
+    ext_modules=[extension()],
+    cmdclass={"build_ext": BuildExtension.with_options(use_ninja=False)},
+    python_requires=">=3.10",
+    install_requires=["torch>=2.11,<2.15", "numpy", "tqdm"],
+    extras_require={
+        "triton": ["triton>=3.4"],
+        "plot": ["matplotlib"],
+        "test": ["pytest", "pytest-benchmark"],
+    },
+    entry_points={"console_scripts": ["blosa=blosa.cli:main"]},
+)
