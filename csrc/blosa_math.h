@@ -83,4 +83,67 @@ template <typename T> BLOSA_HD T grad_z(T p, T g, T v, T o, T t) {
   return p * g * (v - o) * (T(1) - t * t);
 }
 
+// ---------------------------------------------------------------------------------------------
+// Fast forms used by the CUDA kernels. They work in the log2 domain: with a = c * log2(e),
+//   p = exp(s - pivot) = exp2(a * t - pivot * log2(e)),
+// so one FFMA feeds the hardware's exp2 directly. On the host (and for double on the device)
+// they are the exact libm functions, so host code may call them too; no existing host path
+// uses them.
+//
+// Device approximations (float only; one MUFU operation each on sm_75 and later):
+//   tanh.approx.f32     documented max relative error about 2^-11 (~5e-4) of the result. The
+//                       score s = c * t then carries an absolute error <= 2^-11 * |s| <=
+//                       2^-11 * min(|z|, c), which is the dominant error of the float32 path.
+//   ex2.approx.ftz.f32  max relative error about 2^-22 (a few ulp); subnormal results are
+//                       flushed to 0, which never matters here since p >= 2^-116 on the
+//                       fixed-pivot path (c <= 40) and p is an unnormalized weight anyway.
+// The error measured on a GPU is recorded in bench/RESULTS.md.
+// ---------------------------------------------------------------------------------------------
+
+constexpr double kLog2e = 1.4426950408889634074;  // log2(e)
+constexpr double kLn2 = 0.6931471805599453094;    // ln(2)
+
+BLOSA_HD float tanh_fast(float x) {
+#if defined(__CUDA_ARCH__)
+  float y;
+  asm("tanh.approx.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+#else
+  return std::tanh(x);
+#endif
+}
+BLOSA_HD double tanh_fast(double x) { return std::tanh(x); }
+
+BLOSA_HD float exp2_fast(float x) {
+#if defined(__CUDA_ARCH__)
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+#else
+  return std::exp2(x);
+#endif
+}
+BLOSA_HD double exp2_fast(double x) { return std::exp2(x); }
+
+// p = exp(c * t - pivot) given scale_log2 = c * log2(e) and pivot_log2 = pivot * log2(e).
+template <typename T> BLOSA_HD T shifted_exp2(T t, T scale_log2, T pivot_log2) {
+  return exp2_fast(scale_log2 * t - pivot_log2);
+}
+
+// online_softmax_update in the log2 domain: s2 = score * log2(e), m2 = running max * log2(e).
+// m2 starts at -c * log2(e), a lower bound of every score, so it is always finite.
+template <typename T> BLOSA_HD void online_softmax_update_exp2(T s2, T v, T& m2, T& sum, T& acc) {
+  const T m_new = s2 > m2 ? s2 : m2;
+  const T rescale = exp2_fast(m2 - m_new);
+  const T p = exp2_fast(s2 - m_new);
+  sum = sum * rescale + p;
+  acc = acc * rescale + p * v;
+  m2 = m_new;
+}
+
+// Natural-log lse = ln(2) * (pivot_log2 + log2(sum)); only called when sum > 0.
+template <typename T> BLOSA_HD T log_sum_exp2(T pivot_log2, T sum) {
+  return static_cast<T>(kLn2) * (pivot_log2 + std::log2(sum));
+}
+
 }  // namespace blosa

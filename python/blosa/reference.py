@@ -16,30 +16,21 @@ def resolve_block_len(block_len: int, n: int) -> int:
     return n if block_len <= 0 or block_len >= n else block_len
 
 
-def allowed_pairs(
-    mask: torch.Tensor | None, n: int, block_len: int, direction: str, batch: int,
-    device: torch.device | None = None,
-) -> torch.Tensor:
-    """Which (query j, key i) pairs may attend. Returns a bool tensor [B, n(j), n(i)].
+def allowed_pairs(mask: torch.Tensor, r: int, direction: str) -> torch.Tensor:
+    """Which (query j, key i) pairs of each block may attend.
 
-    Query j may attend key i iff both lie in the same block of length `block_len` (the last
-    block may be shorter), both are real tokens, and the direction rule holds:
-    "forward" i < j, "backward" i > j, "diag" i != j, "all" always.
+    Args:
+        mask: [B, m, r] bool, True for real tokens (block-padding positions are False).
+        r: block length.
+        direction: "forward" i < j, "backward" i > j, "diag" i != j, "all" always.
+
+    Returns:
+        [B, m, r(j), r(i)] bool.
     """
-    r = resolve_block_len(block_len, n)
-    pos = torch.arange(n, device=device)
+    pos = torch.arange(r, device=mask.device)
     j, i = pos[:, None], pos[None, :]
-    same_block = (i // r) == (j // r)
-    rule = {
-        "forward": i < j,
-        "backward": i > j,
-        "diag": i != j,
-        "all": torch.ones(n, n, dtype=torch.bool, device=device),
-    }[direction]
-    pairs = (same_block & rule).expand(batch, n, n)
-    if mask is not None:
-        pairs = pairs & mask[:, :, None] & mask[:, None, :]
-    return pairs
+    rule = {"forward": i < j, "backward": i > j, "diag": i != j, "all": (i >= 0) & (j >= 0)}[direction]
+    return rule & mask[..., :, None] & mask[..., None, :]
 
 
 def masked_block_attn_ref(
@@ -66,19 +57,31 @@ def masked_block_attn_ref(
 
     Returns:
         out: [B, n, d], where out[b, j, k] = sum_i softmax_i(c tanh((dep[b,i,k] + head[b,j,k]
-        + bias[k]) / c)) * value[b, i, k] over the allowed keys i; exactly 0 for a query with
-        no allowed key.
+        + bias[k]) / c)) * value[b, i, k] over the allowed keys i of j's block; exactly 0 for a
+        query with no allowed key.
     """
     check_attn_args(dep, head, value, bias, mask, block_len, direction, scale)
     B, n, d = dep.shape
-    z = dep[:, None, :, :] + head[:, :, None, :]  # [B, n(j), n(i), d]
+    r = resolve_block_len(block_len, n)
+    if B == 0 or n == 0:
+        return torch.zeros_like(dep)
+    m = -(-n // r)
+    if mask is None:
+        mask = torch.ones(B, n, dtype=torch.bool, device=dep.device)
+
+    def blocks(t: torch.Tensor) -> torch.Tensor:  # [B, n, ...] -> [B, m, r, ...], zero-padded
+        pad = [0, 0] * (t.dim() - 2) + [0, m * r - n]
+        return torch.nn.functional.pad(t, pad).reshape(B, m, r, *t.shape[2:])
+
+    z = blocks(dep)[:, :, None, :, :] + blocks(head)[:, :, :, None, :]  # [B, m, r(j), r(i), d]
     if bias is not None:
         z = z + bias
     logits = scale * torch.tanh(z / scale)
-    pairs = allowed_pairs(mask, n, block_len, direction, B, dep.device)[..., None]
-    logits = logits.masked_fill(~pairs, float("-inf"))
+    pairs = allowed_pairs(blocks(mask), r, direction)[..., None]
     # A query with no key has an all -inf row; softmax would give NaN there, so give it a
     # harmless finite row and zero its output afterwards.
-    has_key = pairs.any(dim=2, keepdim=True)
-    probs = torch.softmax(logits.masked_fill(~has_key, 0.0), dim=2) * has_key
-    return (probs * value[:, None, :, :]).sum(dim=2)
+    has_key = pairs.any(dim=3, keepdim=True)
+    logits = logits.masked_fill(~pairs, float("-inf")).masked_fill(~has_key, 0.0)
+    probs = torch.softmax(logits, dim=3) * has_key
+    out = (probs * blocks(value)[:, :, None, :, :]).sum(dim=3)  # [B, m, r, d]
+    return out.reshape(B, m * r, d)[:, :n]

@@ -1,0 +1,59 @@
+# blosa: `make demo` runs the main job, `make test` the test suite; both set themselves up.
+# Everything installs into .venv in the repo root (git-ignored).
+
+VENV     ?= .venv
+PY       := $(VENV)/bin/python
+TORCH    ?= torch==2.14.1
+DEV_DEPS := numpy tqdm matplotlib pytest pytest-benchmark ninja
+# The CI machines compile the CUDA sources (no GPU needed) for Hopper only, to keep CI fast.
+TORCH_CUDA_ARCH_LIST ?= 9.0
+export TORCH_CUDA_ARCH_LIST
+
+# The nvcc on PATH here is a wrapper script, so torch would guess the toolkit folder wrong: use
+# the real toolkit, the `cuda` folder beside the wrapper's bin/, when there is one.
+NVCC_CUDA := $(shell n=$$(command -v nvcc) && d=$$(dirname $$n)/../cuda && [ -d $$d/bin ] && cd $$d && pwd -P)
+ifneq ($(NVCC_CUDA),)
+CUDA_HOME ?= $(NVCC_CUDA)
+export CUDA_HOME
+endif
+
+SOURCES := setup.py $(wildcard csrc/*.h csrc/*.cpp csrc/cpu/* csrc/cuda/*)
+
+.PHONY: setup build test test-triton demo bench gpu-check clean
+
+setup: $(VENV)/.deps build
+
+$(VENV)/.deps:
+	python3 -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q $(TORCH) $(DEV_DEPS)
+	touch $@
+
+# Rebuilds the extension whenever a source changes. CUDA sources compile when nvcc is here.
+build: $(VENV)/.built
+$(VENV)/.built: $(VENV)/.deps $(SOURCES)
+	$(PY) -m pip install -q --no-build-isolation --no-deps -e .
+	touch $@
+
+test: setup
+	$(PY) -m pytest tests -q
+	$(MAKE) --no-print-directory test-triton
+
+# The Triton kernels run on CPU through the interpreter, in a process of their own so that
+# TRITON_INTERPRET=1 is set before triton is imported.
+test-triton: setup
+	TRITON_INTERPRET=1 $(PY) -m pytest tests/triton -q
+
+demo: setup
+	$(PY) -m blosa.demo
+
+bench: setup
+	$(PY) -m pytest bench --benchmark-only -q
+
+# On a CUDA machine with torch preinstalled (no venv): build against that torch, run the GPU
+# tests and benchmarks, print a short table last.
+gpu-check:
+	bash bench/gpu_check.sh
+
+clean:
+	rm -rf build python/blosa/*.so python/*.egg-info $(VENV)/.built

@@ -1,0 +1,45 @@
+"""Per-element math shared by the Triton kernels (same formulas as csrc/blosa_math.h).
+
+Notation: x = z / c with z = dep_i + head_j + bias, t = tanh(x), score s = c * t in [-c, c].
+The kernels work in base 2: s2 = s * log2(e), so every exponential is one `exp2`.
+"""
+import triton
+import triton.language as tl
+
+LOG2E = 1.4426950408889634
+LN2 = 0.6931471805599453
+FORWARD, BACKWARD, DIAG, ALL = 0, 1, 2, 3
+DIRECTION_CODE = {"forward": FORWARD, "backward": BACKWARD, "diag": DIAG, "all": ALL}
+
+
+@triton.jit
+def tanh_f32(x, FAST: tl.constexpr):
+    """tanh(x) in float32.
+
+    FAST: the `tanh.approx.f32` instruction (one special-function op, max relative error about
+    2^-11; GPU only). Otherwise 1 - 2 / (exp2(2 x log2 e) + 1): an exp2 and a reciprocal, with
+    an absolute error of a few float32 ulps of 1; x is clamped so exp2 never overflows
+    (tanh(15) is 1 in float32).
+    """
+    if FAST:
+        t = tl.inline_asm_elementwise(
+            "tanh.approx.f32 $0, $1;", "=r,r", [x], dtype=tl.float32, is_pure=True, pack=1
+        )
+    else:
+        xc = tl.minimum(tl.maximum(x, -15.0), 15.0)
+        t = 1.0 - 2.0 / (tl.exp2(xc * 2.8853900817779268) + 1.0)
+    return t
+
+
+@triton.jit
+def dir_allows(i, j, DIR: tl.constexpr):
+    """Whether query j may attend key i of its block under direction DIR (broadcasts)."""
+    if DIR == 0:
+        ok = i < j
+    elif DIR == 1:
+        ok = i > j
+    elif DIR == 2:
+        ok = i != j
+    else:
+        ok = i == i
+    return ok

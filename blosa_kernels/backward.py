@@ -1,0 +1,233 @@
+"""Backward kernels of masked_block_attn, recomputing probabilities from the saved lse.
+
+With t = tanh(z / c), p = exp(c t - lse), g = grad_out[j], o = out[j]:
+    dz = p g (value_i - o) (1 - t^2)
+    d_head[j] = sum_i dz,  d_dep[i] = sum_j dz,  d_value[i] = sum_j p g
+(d_bias = sum of d_head over batch and queries, done by the caller). lse = +inf for a query
+with no key makes p exactly 0, and disallowed pairs are masked to 0, so such queries pass no
+gradient. Every output element is written by exactly one program and summed in a fixed order:
+no atomics, bitwise-deterministic results.
+
+- `bwd_blocks_kernel`, small blocks (r <= 64): a program owns G = TILE // R whole blocks and a
+  feature tile. It holds the blocks' keys ([G, R, BD] dep and value), steps through the query
+  offsets, and accumulates d_dep and d_value in registers while writing each query's d_head row:
+  every (query, key, feature) element is computed once.
+- Large blocks: `bwd_dq_kernel` owns BM queries (loops over keys, writes d_head) and
+  `bwd_dkv_kernel` owns BN keys (loops over the queries that attend them, writes d_dep and
+  d_value).
+"""
+import triton
+import triton.language as tl
+
+from blosa_kernels._math import LOG2E, dir_allows, tanh_f32
+
+
+@triton.jit
+def bwd_blocks_kernel(
+    grad_out, dep, head, value, bias, mask, out, lse, d_dep, d_head, d_value,
+    n, d, r, nblk, inv_c, c_log2e,
+    DIR: tl.constexpr, HAS_BIAS: tl.constexpr, HAS_MASK: tl.constexpr,
+    FAST_TANH: tl.constexpr,
+    R: tl.constexpr, TILE: tl.constexpr, BD: tl.constexpr,
+):
+    G: tl.constexpr = TILE // R
+    pid = tl.program_id(0)
+    groups = tl.cdiv(nblk, G)
+    b = pid // groups
+    o_blk = (pid % groups) * G + tl.arange(0, G)
+    o_w = tl.arange(0, R)  # [R] key offset inside the block
+    o_k = tl.program_id(1) * BD + tl.arange(0, BD)
+    m_k = o_k < d
+    m_blk = o_blk < nblk
+    start = o_blk * r
+    o_i = start[:, None] + o_w[None, :]  # [G, R] key position
+    m_i = m_blk[:, None] & (o_w[None, :] < r) & (o_i < n)
+    real_i = m_i
+    if HAS_MASK:
+        real_i = real_i & (tl.load(mask + b * n + o_i, mask=m_i, other=0) != 0)
+    p_i = (b * n + o_i).to(tl.int64)[:, :, None] * d + o_k[None, None, :]
+    m_ik = m_i[:, :, None] & m_k[None, None, :]
+    b_dep = tl.load(dep + p_i, mask=m_ik, other=0.0).to(tl.float32) * inv_c
+    b_val = tl.load(value + p_i, mask=m_ik, other=0.0).to(tl.float32)
+    if HAS_BIAS:
+        b_bias = tl.load(bias + o_k, mask=m_k, other=0.0).to(tl.float32)
+    b_dd = tl.zeros([G, R, BD], dtype=tl.float32)
+    b_dv = tl.zeros([G, R, BD], dtype=tl.float32)
+
+    # Query offsets that have a key (the caller zero-fills d_head for the others).
+    v_lo = 0
+    v_hi = r
+    if DIR == 0:
+        v_lo = 1
+    elif DIR == 1:
+        v_hi = r - 1
+    for v in range(v_lo, v_hi):
+        o_j = start + v  # [G] query position, one per block
+        m_j = m_blk & (o_j < n)
+        real_j = m_j
+        if HAS_MASK:
+            real_j = real_j & (tl.load(mask + b * n + o_j, mask=m_j, other=0) != 0)
+        p_j = (b * n + o_j).to(tl.int64)[:, None] * d + o_k[None, :]
+        m_jk = m_j[:, None] & m_k[None, :]
+        b_q = tl.load(head + p_j, mask=m_jk, other=0.0).to(tl.float32)
+        if HAS_BIAS:
+            b_q += b_bias[None, :]
+        b_q = b_q * inv_c
+        b_g = tl.load(grad_out + p_j, mask=m_jk, other=0.0).to(tl.float32)
+        b_o = tl.load(out + p_j, mask=m_jk, other=0.0).to(tl.float32)
+        b_lse2 = tl.load(lse + p_j, mask=m_jk, other=float("inf")) * LOG2E
+        o_v = tl.zeros([G, R], dtype=tl.int32) + v
+        allow = real_i & real_j[:, None] & dir_allows(o_w[None, :], o_v, DIR)
+        t = tanh_f32(b_dep + b_q[:, None, :], FAST_TANH)
+        p = tl.where(allow[:, :, None], tl.exp2(t * c_log2e - b_lse2[:, None, :]), 0.0)
+        pg = p * b_g[:, None, :]
+        dz = pg * (b_val - b_o[:, None, :]) * (1.0 - t * t)
+        b_dd += dz
+        b_dv += pg
+        tl.store(d_head + p_j, tl.sum(dz, axis=1).to(d_head.dtype.element_ty), mask=m_jk)
+
+    tl.store(d_dep + p_i, b_dd.to(d_dep.dtype.element_ty), mask=m_ik)
+    tl.store(d_value + p_i, b_dv.to(d_value.dtype.element_ty), mask=m_ik)
+
+
+@triton.jit
+def bwd_dq_kernel(
+    grad_out, dep, head, value, bias, mask, out, lse, d_head,
+    n, d, r, n_bucket, r_bucket, inv_c, c_log2e,
+    DIR: tl.constexpr, HAS_BIAS: tl.constexpr, HAS_MASK: tl.constexpr,
+    FAST_TANH: tl.constexpr,
+    BM: tl.constexpr, BD: tl.constexpr,
+):
+    pid = tl.program_id(0)
+    tiles = tl.cdiv(n, BM)
+    b = pid // tiles
+    m0 = (pid % tiles) * BM
+    o_j = m0 + tl.arange(0, BM)
+    o_k = tl.program_id(1) * BD + tl.arange(0, BD)
+    m_k = o_k < d
+    m_j = o_j < n
+    start_j = (o_j // r) * r
+    end_j = tl.minimum(start_j + r, n)
+    if DIR == 0:
+        lo_j = start_j
+        hi_j = o_j
+    elif DIR == 1:
+        lo_j = o_j + 1
+        hi_j = end_j
+    else:
+        lo_j = start_j
+        hi_j = end_j
+    real_j = m_j
+    if HAS_MASK:
+        real_j = real_j & (tl.load(mask + b * n + o_j, mask=m_j, other=0) != 0)
+    last = tl.minimum(m0 + BM, n) - 1
+    first_start = (m0 // r) * r
+    last_end = tl.minimum((last // r) * r + r, n)
+    if DIR == 0:
+        i_lo = first_start
+        i_hi = last
+    elif DIR == 1:
+        i_lo = m0 + 1
+        i_hi = last_end
+    else:
+        i_lo = first_start
+        i_hi = last_end
+
+    p_j = (b * n + o_j).to(tl.int64)[:, None] * d + o_k[None, :]
+    m_jk = m_j[:, None] & m_k[None, :]
+    b_q = tl.load(head + p_j, mask=m_jk, other=0.0).to(tl.float32)
+    if HAS_BIAS:
+        b_q += tl.load(bias + o_k, mask=m_k, other=0.0).to(tl.float32)[None, :]
+    b_q = b_q * inv_c
+    b_g = tl.load(grad_out + p_j, mask=m_jk, other=0.0).to(tl.float32)
+    b_go = b_g * tl.load(out + p_j, mask=m_jk, other=0.0).to(tl.float32)
+    b_lse2 = tl.load(lse + p_j, mask=m_jk, other=float("inf")) * LOG2E
+    b_dh = tl.zeros([BM, BD], dtype=tl.float32)
+    for i in range(i_lo, i_hi):
+        allow = real_j & (lo_j <= i) & (i < hi_j)
+        if DIR == 2:
+            allow = allow & (o_j != i)
+        if HAS_MASK:
+            allow = allow & (tl.load(mask + b * n + i) != 0)
+        p_i = (b * n + i).to(tl.int64) * d + o_k
+        b_dep = tl.load(dep + p_i, mask=m_k, other=0.0).to(tl.float32)
+        b_val = tl.load(value + p_i, mask=m_k, other=0.0).to(tl.float32)
+        t = tanh_f32(b_dep[None, :] * inv_c + b_q, FAST_TANH)
+        p = tl.where(allow[:, None], tl.exp2(t * c_log2e - b_lse2), 0.0)
+        b_dh += p * (b_g * b_val[None, :] - b_go) * (1.0 - t * t)
+    tl.store(d_head + p_j, b_dh.to(d_head.dtype.element_ty), mask=m_jk)
+
+
+@triton.jit
+def bwd_dkv_kernel(
+    grad_out, dep, head, value, bias, mask, out, lse, d_dep, d_value,
+    n, d, r, n_bucket, r_bucket, inv_c, c_log2e,
+    DIR: tl.constexpr, HAS_BIAS: tl.constexpr, HAS_MASK: tl.constexpr,
+    FAST_TANH: tl.constexpr,
+    BN: tl.constexpr, BD: tl.constexpr,
+):
+    pid = tl.program_id(0)
+    tiles = tl.cdiv(n, BN)
+    b = pid // tiles
+    m0 = (pid % tiles) * BN
+    o_i = m0 + tl.arange(0, BN)  # [BN] key position
+    o_k = tl.program_id(1) * BD + tl.arange(0, BD)
+    m_k = o_k < d
+    m_i = o_i < n
+    start_i = (o_i // r) * r
+    end_i = tl.minimum(start_i + r, n)
+    # Queries that attend key i.
+    if DIR == 0:
+        lo_i = o_i + 1
+        hi_i = end_i
+    elif DIR == 1:
+        lo_i = start_i
+        hi_i = o_i
+    else:
+        lo_i = start_i
+        hi_i = end_i
+    real_i = m_i
+    if HAS_MASK:
+        real_i = real_i & (tl.load(mask + b * n + o_i, mask=m_i, other=0) != 0)
+    last = tl.minimum(m0 + BN, n) - 1
+    first_start = (m0 // r) * r
+    last_end = tl.minimum((last // r) * r + r, n)
+    if DIR == 0:
+        j_lo = m0 + 1
+        j_hi = last_end
+    elif DIR == 1:
+        j_lo = first_start
+        j_hi = last
+    else:
+        j_lo = first_start
+        j_hi = last_end
+
+    p_i = (b * n + o_i).to(tl.int64)[:, None] * d + o_k[None, :]
+    m_ik = m_i[:, None] & m_k[None, :]
+    b_dep = tl.load(dep + p_i, mask=m_ik, other=0.0).to(tl.float32) * inv_c
+    b_val = tl.load(value + p_i, mask=m_ik, other=0.0).to(tl.float32)
+    if HAS_BIAS:
+        b_bias = tl.load(bias + o_k, mask=m_k, other=0.0).to(tl.float32)
+    b_dd = tl.zeros([BN, BD], dtype=tl.float32)
+    b_dv = tl.zeros([BN, BD], dtype=tl.float32)
+    for j in range(j_lo, j_hi):
+        allow = real_i & (lo_i <= j) & (j < hi_i)
+        if DIR == 2:
+            allow = allow & (o_i != j)
+        if HAS_MASK:
+            allow = allow & (tl.load(mask + b * n + j) != 0)
+        p_j = (b * n + j).to(tl.int64) * d + o_k
+        b_q = tl.load(head + p_j, mask=m_k, other=0.0).to(tl.float32)
+        if HAS_BIAS:
+            b_q += b_bias
+        b_q = b_q * inv_c
+        b_g = tl.load(grad_out + p_j, mask=m_k, other=0.0).to(tl.float32)
+        b_o = tl.load(out + p_j, mask=m_k, other=0.0).to(tl.float32)
+        b_lse2 = tl.load(lse + p_j, mask=m_k, other=float("inf")) * LOG2E
+        t = tanh_f32(b_dep + b_q[None, :], FAST_TANH)
+        p = tl.where(allow[:, None], tl.exp2(t * c_log2e - b_lse2[None, :]), 0.0)
+        pg = p * b_g[None, :]
+        b_dd += pg * (b_val - b_o[None, :]) * (1.0 - t * t)
+        b_dv += pg
+    tl.store(d_dep + p_i, b_dd.to(d_dep.dtype.element_ty), mask=m_ik)
+    tl.store(d_value + p_i, b_dv.to(d_value.dtype.element_ty), mask=m_ik)

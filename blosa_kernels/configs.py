@@ -1,0 +1,71 @@
+"""Launch settings: tile shapes, the tiny GPU autotune lists, and the interpreter's fixed tiles.
+
+Under TRITON_INTERPRET=1 (CPU tensors) nothing is autotuned: each kernel runs once with one
+fixed, large tile (the interpreter's cost is per program and per loop step, not per element).
+"""
+import os
+
+import triton
+
+from blosa_kernels import backward, forward
+
+INTERPRET = os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
+
+# Blocks up to this length use the per-block kernels; longer ones (and full DiSA) the row-tile
+# kernels. Tests lower it to run the row-tile kernels on small shapes.
+SMALL_BLOCK_MAX = 64
+# Above this scale the scores are shifted by a running max instead of the constant c
+# (exp(-2c) would underflow float32 for c > ~43; KERNEL_NOTES.md section 1).
+FIXED_PIVOT_MAX_SCALE = 40.0
+# tanh.approx.f32 (one special-function op) for these input dtypes; float32 keeps the accurate
+# exp2-based tanh. Ignored in the interpreter, which cannot run inline PTX.
+FAST_TANH_DTYPES = ("float16", "bfloat16")
+
+
+def _cfg(num_warps, **meta):
+    return triton.Config(meta, num_warps=num_warps, num_stages=1)
+
+
+# TILE = queries (G whole blocks of R) per program; BD = features per program.
+BLOCK_CONFIGS = [_cfg(4, TILE=64, BD=64), _cfg(4, TILE=128, BD=32), _cfg(8, TILE=128, BD=64)]
+BLOCK_BWD_CONFIGS = [_cfg(4, TILE=64, BD=32), _cfg(4, TILE=64, BD=64), _cfg(8, TILE=128, BD=32)]
+ROWS_CONFIGS = [_cfg(4, BM=64, BD=64), _cfg(4, BM=128, BD=32), _cfg(8, BM=128, BD=64)]
+DQ_CONFIGS = [_cfg(4, BM=64, BD=64), _cfg(4, BM=128, BD=32), _cfg(8, BM=128, BD=64)]
+DKV_CONFIGS = [_cfg(4, BN=64, BD=32), _cfg(4, BN=64, BD=64), _cfg(8, BN=128, BD=32)]
+
+# Autotune keys: the block length class (R), the features, the direction; the sequence length
+# only through its power-of-two bucket, so variable-length batches do not retune every call.
+_SMALL_KEY = ["d", "R", "DIR", "HAS_MASK", "FAST_TANH"]
+_ROWS_KEY = ["d", "n_bucket", "r_bucket", "DIR", "HAS_MASK", "FAST_TANH"]
+
+
+def _tuned(kernel, configs, key):
+    return triton.autotune(configs=configs, key=key)(kernel)
+
+
+if INTERPRET:
+    KERNELS = {
+        "fwd_blocks": forward.fwd_blocks_kernel,
+        "fwd_rows": forward.fwd_rows_kernel,
+        "bwd_blocks": backward.bwd_blocks_kernel,
+        "bwd_dq": backward.bwd_dq_kernel,
+        "bwd_dkv": backward.bwd_dkv_kernel,
+    }
+else:
+    KERNELS = {
+        "fwd_blocks": _tuned(forward.fwd_blocks_kernel, BLOCK_CONFIGS, _SMALL_KEY),
+        "fwd_rows": _tuned(forward.fwd_rows_kernel, ROWS_CONFIGS, _ROWS_KEY),
+        "bwd_blocks": _tuned(backward.bwd_blocks_kernel, BLOCK_BWD_CONFIGS, _SMALL_KEY),
+        "bwd_dq": _tuned(backward.bwd_dq_kernel, DQ_CONFIGS, _ROWS_KEY),
+        "bwd_dkv": _tuned(backward.bwd_dkv_kernel, DKV_CONFIGS, _ROWS_KEY),
+    }
+
+
+def interpreter_meta(kind: str, d: int, R: int = 1) -> dict:
+    """Fixed tile for the interpreter: all features of a row at once, few programs."""
+    bd = min(64, triton.next_power_of_2(max(d, 1)))
+    if kind in ("fwd_blocks", "bwd_blocks"):
+        return {"TILE": max(R, 32), "BD": bd}
+    if kind in ("fwd_rows", "bwd_dq"):
+        return {"BM": 32, "BD": bd}
+    return {"BN": 32, "BD": bd}

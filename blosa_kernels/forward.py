@@ -1,0 +1,191 @@
+"""Forward kernels of masked_block_attn: out [B, n, d] (input dtype) and lse [B, n, d] (float32).
+
+Online softmax per (query, feature) over the keys of the query's block, accumulating in float32.
+With FIXED_PIVOT (scale <= 40, KERNEL_NOTES.md section 1) the scores s in [-c, c] are shifted by
+the constant c: one exp per element, no rescaling; otherwise by a running maximum that starts at
+-c (a lower bound of every score), so the pivot is always finite and no -inf - -inf can occur.
+A query with no allowed key gets out = 0 and lse = +inf (backward then recomputes p = 0).
+
+Two tilings (neither holds an r x r x d or n x n x d tensor; extra memory is the lse output):
+- `fwd_blocks_kernel`, small blocks (r <= 64): a program owns G = TILE // R whole blocks of one
+  sequence (R = next power of two >= r) and a feature tile; its [G, R, BD] queries step through
+  the r key offsets of their blocks, each step loading one key row per block (shared by that
+  block's R queries).
+- `fwd_rows_kernel`, large blocks and full DiSA: a program owns BM consecutive queries and a
+  feature tile and steps through the union of their key ranges one key row at a time (a [BD]
+  load shared by all BM queries); pairs outside a query's range are masked.
+"""
+import triton
+import triton.language as tl
+
+from blosa_kernels._math import LN2, dir_allows, tanh_f32
+
+
+@triton.jit
+def fwd_blocks_kernel(
+    dep, head, value, bias, mask, out, lse,
+    n, d, r, nblk, c, inv_c, c_log2e,
+    DIR: tl.constexpr, HAS_BIAS: tl.constexpr, HAS_MASK: tl.constexpr,
+    FIXED_PIVOT: tl.constexpr, FAST_TANH: tl.constexpr,
+    R: tl.constexpr, TILE: tl.constexpr, BD: tl.constexpr,
+):
+    G: tl.constexpr = TILE // R
+    pid = tl.program_id(0)
+    groups = tl.cdiv(nblk, G)
+    b = pid // groups
+    o_blk = (pid % groups) * G + tl.arange(0, G)  # [G] block index
+    o_v = tl.arange(0, R)  # [R] query offset inside the block
+    o_k = tl.program_id(1) * BD + tl.arange(0, BD)  # [BD] feature
+    m_k = o_k < d
+    m_blk = o_blk < nblk
+    start = o_blk * r
+    o_j = start[:, None] + o_v[None, :]  # [G, R] query position
+    m_j = m_blk[:, None] & (o_v[None, :] < r) & (o_j < n)
+    real_j = m_j
+    if HAS_MASK:
+        real_j = real_j & (tl.load(mask + b * n + o_j, mask=m_j, other=0) != 0)
+    row_j = (b * n + o_j).to(tl.int64) * d
+    p_j = row_j[:, :, None] + o_k[None, None, :]
+    m_jk = m_j[:, :, None] & m_k[None, None, :]
+    b_q = tl.load(head + p_j, mask=m_jk, other=0.0).to(tl.float32)
+    if HAS_BIAS:
+        b_q += tl.load(bias + o_k, mask=m_k, other=0.0).to(tl.float32)[None, None, :]
+    b_q = b_q * inv_c
+
+    b_sum = tl.zeros([G, R, BD], dtype=tl.float32)
+    b_acc = tl.zeros([G, R, BD], dtype=tl.float32)
+    b_m = tl.full([G, R, BD], -1.0, dtype=tl.float32) * c_log2e  # running max (log2 units)
+    # Key offsets that some query of the block may attend.
+    u_lo = 0
+    u_hi = r
+    if DIR == 0:
+        u_hi = r - 1
+    elif DIR == 1:
+        u_lo = 1
+    for u in range(u_lo, u_hi):
+        o_i = start + u  # [G] key position, one per block
+        m_i = m_blk & (o_i < n)
+        real_i = m_i
+        if HAS_MASK:
+            real_i = real_i & (tl.load(mask + b * n + o_i, mask=m_i, other=0) != 0)
+        p_i = (b * n + o_i).to(tl.int64)[:, None] * d + o_k[None, :]
+        m_ik = m_i[:, None] & m_k[None, :]
+        b_dep = tl.load(dep + p_i, mask=m_ik, other=0.0).to(tl.float32)
+        b_val = tl.load(value + p_i, mask=m_ik, other=0.0).to(tl.float32)
+        o_u = tl.zeros([G, R], dtype=tl.int32) + u
+        allow = real_j & real_i[:, None] & dir_allows(o_u, o_v[None, :], DIR)
+        allow3 = allow[:, :, None]
+        t = tanh_f32(b_dep[:, None, :] * inv_c + b_q, FAST_TANH)
+        s2 = t * c_log2e
+        if FIXED_PIVOT:
+            p = tl.where(allow3, tl.exp2(s2 - c_log2e), 0.0)
+            b_sum += p
+            b_acc += p * b_val[:, None, :]
+        else:
+            m_new = tl.where(allow3, tl.maximum(b_m, s2), b_m)
+            alpha = tl.exp2(b_m - m_new)
+            p = tl.where(allow3, tl.exp2(s2 - m_new), 0.0)
+            b_sum = b_sum * alpha + p
+            b_acc = b_acc * alpha + p * b_val[:, None, :]
+            b_m = m_new
+
+    has = b_sum > 0.0
+    safe_sum = tl.where(has, b_sum, 1.0)
+    b_out = tl.where(has, b_acc / safe_sum, 0.0)
+    if FIXED_PIVOT:
+        b_lse = c + tl.log2(safe_sum) * LN2
+    else:
+        b_lse = (b_m + tl.log2(safe_sum)) * LN2
+    b_lse = tl.where(has, b_lse, float("inf"))
+    tl.store(out + p_j, b_out.to(out.dtype.element_ty), mask=m_jk)
+    tl.store(lse + p_j, b_lse, mask=m_jk)
+
+
+@triton.jit
+def fwd_rows_kernel(
+    dep, head, value, bias, mask, out, lse,
+    n, d, r, n_bucket, r_bucket, c, inv_c, c_log2e,
+    DIR: tl.constexpr, HAS_BIAS: tl.constexpr, HAS_MASK: tl.constexpr,
+    FIXED_PIVOT: tl.constexpr, FAST_TANH: tl.constexpr,
+    BM: tl.constexpr, BD: tl.constexpr,
+):
+    pid = tl.program_id(0)
+    tiles = tl.cdiv(n, BM)
+    b = pid // tiles
+    m0 = (pid % tiles) * BM
+    o_j = m0 + tl.arange(0, BM)  # [BM] query position
+    o_k = tl.program_id(1) * BD + tl.arange(0, BD)
+    m_k = o_k < d
+    m_j = o_j < n
+    start_j = (o_j // r) * r
+    end_j = tl.minimum(start_j + r, n)
+    if DIR == 0:
+        lo_j = start_j
+        hi_j = o_j
+    elif DIR == 1:
+        lo_j = o_j + 1
+        hi_j = end_j
+    else:
+        lo_j = start_j
+        hi_j = end_j
+    real_j = m_j
+    if HAS_MASK:
+        real_j = real_j & (tl.load(mask + b * n + o_j, mask=m_j, other=0) != 0)
+    # Union of the key ranges of this tile's queries (queries are consecutive).
+    last = tl.minimum(m0 + BM, n) - 1
+    first_start = (m0 // r) * r
+    last_end = tl.minimum((last // r) * r + r, n)
+    if DIR == 0:
+        i_lo = first_start
+        i_hi = last
+    elif DIR == 1:
+        i_lo = m0 + 1
+        i_hi = last_end
+    else:
+        i_lo = first_start
+        i_hi = last_end
+
+    p_j = (b * n + o_j).to(tl.int64)[:, None] * d + o_k[None, :]
+    m_jk = m_j[:, None] & m_k[None, :]
+    b_q = tl.load(head + p_j, mask=m_jk, other=0.0).to(tl.float32)
+    if HAS_BIAS:
+        b_q += tl.load(bias + o_k, mask=m_k, other=0.0).to(tl.float32)[None, :]
+    b_q = b_q * inv_c
+
+    b_sum = tl.zeros([BM, BD], dtype=tl.float32)
+    b_acc = tl.zeros([BM, BD], dtype=tl.float32)
+    b_m = tl.full([BM, BD], -1.0, dtype=tl.float32) * c_log2e
+    for i in range(i_lo, i_hi):
+        allow = real_j & (lo_j <= i) & (i < hi_j)
+        if DIR == 2:
+            allow = allow & (o_j != i)
+        if HAS_MASK:
+            allow = allow & (tl.load(mask + b * n + i) != 0)
+        allow2 = allow[:, None]
+        p_i = (b * n + i).to(tl.int64) * d + o_k
+        b_dep = tl.load(dep + p_i, mask=m_k, other=0.0).to(tl.float32)
+        b_val = tl.load(value + p_i, mask=m_k, other=0.0).to(tl.float32)
+        t = tanh_f32(b_dep[None, :] * inv_c + b_q, FAST_TANH)
+        s2 = t * c_log2e
+        if FIXED_PIVOT:
+            p = tl.where(allow2, tl.exp2(s2 - c_log2e), 0.0)
+            b_sum += p
+            b_acc += p * b_val[None, :]
+        else:
+            m_new = tl.where(allow2, tl.maximum(b_m, s2), b_m)
+            alpha = tl.exp2(b_m - m_new)
+            p = tl.where(allow2, tl.exp2(s2 - m_new), 0.0)
+            b_sum = b_sum * alpha + p
+            b_acc = b_acc * alpha + p * b_val[None, :]
+            b_m = m_new
+
+    has = b_sum > 0.0
+    safe_sum = tl.where(has, b_sum, 1.0)
+    b_out = tl.where(has, b_acc / safe_sum, 0.0)
+    if FIXED_PIVOT:
+        b_lse = c + tl.log2(safe_sum) * LN2
+    else:
+        b_lse = (b_m + tl.log2(safe_sum)) * LN2
+    b_lse = tl.where(has, b_lse, float("inf"))
+    tl.store(out + p_j, b_out.to(out.dtype.element_ty), mask=m_jk)
+    tl.store(lse + p_j, b_lse, mask=m_jk)

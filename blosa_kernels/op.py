@@ -1,0 +1,186 @@
+"""torch.library registration of the Triton kernels: two ops and their autograd.
+
+  blosa::masked_block_attn_triton_fwd(dep, head, value, bias, mask, block_len, direction, scale)
+      -> (out [B, n, d] input dtype, lse [B, n, d] float32; lse = +inf where a query has no key)
+  blosa::masked_block_attn_triton_bwd(grad_out, dep, head, value, bias, mask, out, lse,
+                                      block_len, direction, scale)
+      -> (d_dep, d_head, d_value [B, n, d], d_bias [d]), all in the input dtype
+
+Both are `triton_op`s launching through `wrap_triton`, so torch.compile(fullgraph=True) sees the
+kernels; under TRITON_INTERPRET=1 they run on CPU tensors (launched directly, not wrapped).
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+import triton
+from torch.library import triton_op, wrap_triton
+
+from blosa._validate import check_attn_args
+from blosa_kernels import configs
+from blosa_kernels._math import DIRECTION_CODE, LOG2E
+
+
+def _launcher(name):
+    kernel = configs.KERNELS[name]
+    return kernel if configs.INTERPRET else wrap_triton(kernel)
+
+
+def _check_device(t: torch.Tensor) -> None:
+    if t.device.type == "cuda" or (configs.INTERPRET and t.device.type == "cpu"):
+        return
+    raise ValueError(
+        f"backend='triton' needs CUDA tensors (or CPU tensors with TRITON_INTERPRET=1 set before "
+        f"triton is imported), got tensors on {t.device}"
+    )
+
+
+class _Launch:
+    """Everything the kernels of one call share: sizes, flags and scalar arguments."""
+
+    def __init__(self, dep, bias, mask, block_len, direction, scale):
+        B, n, d = dep.shape
+        self.B, self.n, self.d = B, n, d
+        self.r = n if block_len <= 0 or block_len >= n else block_len
+        self.nblk = triton.cdiv(n, self.r) if n else 0
+        self.R = triton.next_power_of_2(self.r) if n else 1
+        self.small = self.R <= configs.SMALL_BLOCK_MAX
+        scale = float(scale)
+        self.c, self.inv_c, self.c_log2e = scale, 1.0 / scale, scale * LOG2E
+        self.flags = dict(
+            DIR=DIRECTION_CODE[direction],
+            HAS_BIAS=bias is not None,
+            HAS_MASK=mask is not None,
+            FAST_TANH=(not configs.INTERPRET) and str(dep.dtype).split(".")[-1] in configs.FAST_TANH_DTYPES,
+        )
+        self.buckets = (triton.next_power_of_2(max(n, 1)), self.R)
+
+    def meta(self, kind):
+        return configs.interpreter_meta(kind, self.d, self.R) if configs.INTERPRET else {}
+
+    def blocks_grid(self):
+        return lambda m: (self.B * triton.cdiv(self.nblk, m["TILE"] // self.R), triton.cdiv(self.d, m["BD"]))
+
+    def rows_grid(self, rows):
+        return lambda m: (self.B * triton.cdiv(self.n, m[rows]), triton.cdiv(self.d, m["BD"]))
+
+
+def _prepare(dep, head, value, bias, mask):
+    """Contiguous inputs; a uint8 view of the mask (or a placeholder pointer when None)."""
+    dep, head, value = dep.contiguous(), head.contiguous(), value.contiguous()
+    bias = bias.contiguous() if bias is not None else None
+    mask_u8 = mask.contiguous().view(torch.uint8) if mask is not None else None
+    return dep, head, value, bias, mask_u8
+
+
+@triton_op("blosa::masked_block_attn_triton_fwd", mutates_args=())
+def masked_block_attn_triton_fwd(
+    dep: torch.Tensor, head: torch.Tensor, value: torch.Tensor, bias: torch.Tensor | None,
+    mask: torch.Tensor | None, block_len: int, direction: str, scale: float,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    check_attn_args(dep, head, value, bias, mask, block_len, direction, scale)
+    _check_device(dep)
+    dep, head, value, bias, mask_u8 = _prepare(dep, head, value, bias, mask)
+    out = torch.empty_like(dep)
+    lse = torch.empty(dep.shape, dtype=torch.float32, device=dep.device)
+    if out.numel() == 0:
+        return out, lse
+    L = _Launch(dep, bias, mask, block_len, direction, scale)
+    bias_arg = bias if bias is not None else dep
+    mask_arg = mask_u8 if mask_u8 is not None else dep
+    fixed = L.c <= configs.FIXED_PIVOT_MAX_SCALE
+    if L.small:
+        _launcher("fwd_blocks")[L.blocks_grid()](
+            dep, head, value, bias_arg, mask_arg, out, lse,
+            L.n, L.d, L.r, L.nblk, L.c, L.inv_c, L.c_log2e,
+            FIXED_PIVOT=fixed, R=L.R, **L.flags, **L.meta("fwd_blocks"),
+        )
+    else:
+        _launcher("fwd_rows")[L.rows_grid("BM")](
+            dep, head, value, bias_arg, mask_arg, out, lse,
+            L.n, L.d, L.r, *L.buckets, L.c, L.inv_c, L.c_log2e,
+            FIXED_PIVOT=fixed, **L.flags, **L.meta("fwd_rows"),
+        )
+    return out, lse
+
+
+@triton_op("blosa::masked_block_attn_triton_bwd", mutates_args=())
+def masked_block_attn_triton_bwd(
+    grad_out: torch.Tensor, dep: torch.Tensor, head: torch.Tensor, value: torch.Tensor,
+    bias: torch.Tensor | None, mask: torch.Tensor | None, out: torch.Tensor, lse: torch.Tensor,
+    block_len: int, direction: str, scale: float,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    dep, head, value, bias, mask_u8 = _prepare(dep, head, value, bias, mask)
+    grad_out, out, lse = grad_out.contiguous(), out.contiguous(), lse.contiguous()
+    B, n, d = dep.shape
+    d_dep = torch.empty_like(dep)
+    d_value = torch.empty_like(value)
+    # d_head in float32 so that d_bias (its sum over batch and queries) is summed from unrounded
+    # values; zero-filled because the block kernel skips queries that can have no key.
+    d_head = torch.zeros(dep.shape, dtype=torch.float32, device=dep.device)
+    if dep.numel() > 0:
+        L = _Launch(dep, bias, mask, block_len, direction, scale)
+        bias_arg = bias if bias is not None else dep
+        mask_arg = mask_u8 if mask_u8 is not None else dep
+        common = (grad_out, dep, head, value, bias_arg, mask_arg, out, lse)
+        if L.small:
+            _launcher("bwd_blocks")[L.blocks_grid()](
+                *common, d_dep, d_head, d_value,
+                L.n, L.d, L.r, L.nblk, L.inv_c, L.c_log2e,
+                R=L.R, **L.flags, **L.meta("bwd_blocks"),
+            )
+        else:
+            _launcher("bwd_dq")[L.rows_grid("BM")](
+                *common, d_head,
+                L.n, L.d, L.r, *L.buckets, L.inv_c, L.c_log2e,
+                **L.flags, **L.meta("bwd_dq"),
+            )
+            _launcher("bwd_dkv")[L.rows_grid("BN")](
+                *common, d_dep, d_value,
+                L.n, L.d, L.r, *L.buckets, L.inv_c, L.c_log2e,
+                **L.flags, **L.meta("bwd_dkv"),
+            )
+    # z = dep_i + head_j + bias, so d_bias is d_head summed over batch and queries (torch's
+    # reduction: deterministic for a given shape).
+    d_bias = d_head.sum(dim=(0, 1)).to(dep.dtype)
+    return d_dep, d_head.to(dep.dtype), d_value, d_bias
+
+
+def _setup_context(ctx, inputs, output):
+    dep, head, value, bias, mask, block_len, direction, scale = inputs
+    out, lse = output
+    ctx.save_for_backward(dep, head, value, bias, mask, out, lse)
+    ctx.attn_settings = (block_len, direction, scale)
+    ctx.mark_non_differentiable(lse)
+
+
+def _backward(ctx, grad_out, _grad_lse):
+    dep, head, value, bias, mask, out, lse = ctx.saved_tensors
+    block_len, direction, scale = ctx.attn_settings
+    d_dep, d_head, d_value, d_bias = masked_block_attn_triton_bwd(
+        grad_out, dep, head, value, bias, mask, out, lse, block_len, direction, scale
+    )
+    d_bias = d_bias if bias is not None and ctx.needs_input_grad[3] else None
+    return d_dep, d_head, d_value, d_bias, None, None, None, None
+
+
+masked_block_attn_triton_fwd.register_autograd(_backward, setup_context=_setup_context)
+
+
+def masked_block_attn_triton(dep, head, value, bias=None, mask=None, block_len=0,
+                             direction="forward", scale=5.0):
+    """masked_block_attn computed by the Triton kernels; differentiable in dep, head, value, bias.
+
+    Args:
+        dep, head, value: [B, n, d] on CUDA (or CPU under TRITON_INTERPRET=1); float32, float16
+            or bfloat16 (float64 is accepted but computed in float32).
+        bias: [d] or None. mask: [B, n] bool (True = real token) or None.
+        block_len, direction, scale: as in blosa.masked_block_attn.
+
+    Returns:
+        out: [B, n, d] in the input dtype; exactly 0 for a query with no allowed key.
+    """
+    check_attn_args(dep, head, value, bias, mask, block_len, direction, scale)
+    _check_device(dep)
+    return masked_block_attn_triton_fwd(dep, head, value, bias, mask, block_len, direction, float(scale))[0]

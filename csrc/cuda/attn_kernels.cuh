@@ -1,0 +1,547 @@
+// CUDA kernels of masked_block_attn (forward and backward). Host launchers live in
+// masked_block_attn_cuda.cu; the per-element math is csrc/blosa_math.h, shared with the CPU.
+//
+// Every (query j, feature k) is an independent 1-D softmax over the keys i of j's block, so a
+// thread owns one feature k and a few queries (or keys) and loops over the rest in registers:
+// no shared memory, no atomics, every sum in a fixed order (deterministic backward), and extra
+// memory O(B·n·d) (out, lse, gradients). Lanes of a warp hold consecutive features, so every
+// load and store is coalesced along d. Two layouts:
+//
+//  * small blocks (r <= kSmallMax): one thread per (batch, block, feature) holds the whole
+//    block in registers; the (query, key) pairs are unrolled at compile time for the direction,
+//    so only allowed pairs cost a tanh and an exp. These kernels are memory-bound (each input
+//    is read once, each output written once, no zero-fill pass).
+//  * larger blocks (full DiSA included): a warp owns a tile of kTile consecutive queries of one
+//    block for 32 features and streams the block's keys through L1 (the kWarps warps of a
+//    thread block share their keys). Keys allowed to every query of the tile take the fast
+//    unpredicated path; only the <= kTile keys on the tile's diagonal are tested per pair.
+//    Backward runs two such kernels: one per query tile (d_head) and one per key tile (d_dep,
+//    d_value), each recomputing p = exp(s - lse).
+//
+// Scores are bounded (|s| <= c), so for c <= 40 the softmax uses the constant pivot c: one
+// tanh and one exp per element (KERNEL_NOTES.md §1); larger scales use a running maximum.
+// float/half/bfloat16 accumulate in float with tanh.approx / ex2.approx (see blosa_math.h for
+// their error); double uses the exact functions (for gradcheck).
+#pragma once
+
+#include <cstdint>
+#include <limits>
+
+#include "../blosa_math.h"
+
+namespace blosa::cuda {
+
+constexpr int kSmallMax = 8;         // longest block of the register-resident kernels
+constexpr int kSmallThreads = 256;   // threads per block of those kernels
+constexpr int kTile = 8;             // queries (keys) per thread in the tiled kernels
+constexpr int kWarps = 8;            // warps per thread block in the tiled kernels
+
+// Everything a kernel needs; pointers not used by a kernel are null. All tensors are
+// contiguous [B, n, d] (bias [d], mask [B, n]); lse is float (double for double inputs).
+template <typename T, typename A>
+struct Args {
+  const T* dep;
+  const T* head;
+  const T* value;
+  const T* bias;      // null: zeros
+  const bool* mask;   // null: all real
+  const T* grad_out;  // backward inputs
+  const T* out_in;
+  const A* lse_in;
+  T* out;             // forward outputs
+  A* lse;
+  T* d_dep;           // backward outputs
+  T* d_head;
+  T* d_value;
+  int64_t B, n, d;
+  int64_t r;          // resolved block length, 1 <= r <= n
+  int64_t nblocks;    // ceil(n / r)
+  Direction dir;
+  A c, inv_c, a;      // scale, 1 / scale, scale * log2(e)
+};
+
+template <typename A>
+__device__ __forceinline__ A pos_inf() {
+  return std::numeric_limits<A>::infinity();
+}
+
+__device__ __forceinline__ bool is_real(const bool* mask, int64_t row) {
+  return mask == nullptr || mask[row];
+}
+
+// Compile-time direction rule for the unrolled small-block kernels (same as key_range).
+template <Direction D>
+__device__ constexpr bool pair_ok(int i, int j) {
+  return D == Direction::kForward    ? i < j
+         : D == Direction::kBackward ? i > j
+         : D == Direction::kDiag     ? i != j
+                                     : true;
+}
+
+// Run-time rule: may query j attend key i of the block [start, end)?
+__device__ __forceinline__ bool pair_allowed(Direction dir, int64_t i, int64_t j, int64_t start,
+                                             int64_t end) {
+  int64_t lo, hi;
+  key_range(dir, j, start, end, &lo, &hi);
+  return i >= lo && i < hi && !(skips_self(dir) && i == j);
+}
+
+// The rule seen from the key side: the queries that attend key i are the keys of i under it.
+__host__ __device__ constexpr Direction transposed(Direction dir) {
+  return dir == Direction::kForward    ? Direction::kBackward
+         : dir == Direction::kBackward ? Direction::kForward
+                                       : dir;
+}
+
+// Per-query softmax state in the log2 domain. Fixed pivot: m2 = c·log2(e) throughout.
+template <typename A, bool kFixed>
+struct Softmax {
+  A m2, sum, acc;
+  __device__ __forceinline__ void init(A a) {
+    m2 = kFixed ? a : -a;  // running max starts at -c, a lower bound of every score
+    sum = A(0);
+    acc = A(0);
+  }
+  __device__ __forceinline__ void add(A t, A v, A a) {
+    if constexpr (kFixed) {
+      softmax_accumulate(shifted_exp2(t, a, a), v, sum, acc);
+    } else {
+      online_softmax_update_exp2(a * t, v, m2, sum, acc);
+    }
+  }
+  __device__ __forceinline__ A out() const { return acc / sum; }
+  __device__ __forceinline__ A lse() const { return log_sum_exp2(m2, sum); }
+};
+
+// ---------------------------------------------------------------------------------------------
+// Small blocks: one thread per (batch, block, feature); grid covers B · nblocks · d threads.
+// ---------------------------------------------------------------------------------------------
+
+struct SmallIndex {
+  int64_t k, row0;  // feature; row (b·n + position) of the block's first token
+  int len;          // tokens in this block (the last one may be shorter)
+};
+
+template <typename T, typename A>
+__device__ __forceinline__ bool small_index(const Args<T, A>& p, SmallIndex& s) {
+  const int64_t gid = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (gid >= p.B * p.nblocks * p.d) return false;
+  const int64_t bb = gid / p.d;  // b · nblocks + block
+  s.k = gid - bb * p.d;
+  const int64_t start = (bb % p.nblocks) * p.r;
+  s.len = static_cast<int>(min(p.r, p.n - start));
+  s.row0 = (bb / p.nblocks) * p.n + start;
+  return true;
+}
+
+template <typename T, typename A, Direction D, bool kFixed>
+__global__ void __launch_bounds__(kSmallThreads) forward_small(const Args<T, A> p) {
+  SmallIndex s;
+  if (!small_index(p, s)) return;
+  const A qbias = p.bias ? static_cast<A>(p.bias[s.k]) : A(0);
+  A xk[kSmallMax], xq[kSmallMax], v[kSmallMax];
+  bool real[kSmallMax];
+#pragma unroll
+  for (int i = 0; i < kSmallMax; ++i) {
+    real[i] = false;
+    xk[i] = xq[i] = v[i] = A(0);
+    if (i < s.len) {
+      const int64_t off = (s.row0 + i) * p.d + s.k;
+      real[i] = is_real(p.mask, s.row0 + i);
+      xk[i] = static_cast<A>(p.dep[off]) * p.inv_c;
+      xq[i] = (static_cast<A>(p.head[off]) + qbias) * p.inv_c;
+      v[i] = static_cast<A>(p.value[off]);
+    }
+  }
+#pragma unroll
+  for (int j = 0; j < kSmallMax; ++j) {
+    if (j < s.len) {
+      Softmax<A, kFixed> sm;
+      sm.init(p.a);
+      int keys = 0;
+      if (real[j]) {
+#pragma unroll
+        for (int i = 0; i < kSmallMax; ++i) {
+          if (pair_ok<D>(i, j) && real[i]) {
+            ++keys;
+            sm.add(tanh_fast(xk[i] + xq[j]), v[i], p.a);
+          }
+        }
+      }
+      const int64_t off = (s.row0 + j) * p.d + s.k;
+      p.out[off] = static_cast<T>(keys > 0 ? sm.out() : A(0));
+      p.lse[off] = keys > 0 ? sm.lse() : pos_inf<A>();
+    }
+  }
+}
+
+template <typename T, typename A, Direction D>
+__global__ void __launch_bounds__(kSmallThreads) backward_small(const Args<T, A> p) {
+  SmallIndex s;
+  if (!small_index(p, s)) return;
+  const A qbias = p.bias ? static_cast<A>(p.bias[s.k]) : A(0);
+  const A log2e = static_cast<A>(kLog2e);
+  A xk[kSmallMax], xq[kSmallMax], v[kSmallMax], g[kSmallMax], o[kSmallMax], l2[kSmallMax];
+  A dd[kSmallMax], dv[kSmallMax];
+  bool real[kSmallMax];
+#pragma unroll
+  for (int i = 0; i < kSmallMax; ++i) {
+    real[i] = false;
+    xk[i] = xq[i] = v[i] = g[i] = o[i] = l2[i] = dd[i] = dv[i] = A(0);
+    if (i < s.len) {
+      const int64_t off = (s.row0 + i) * p.d + s.k;
+      real[i] = is_real(p.mask, s.row0 + i);
+      xk[i] = static_cast<A>(p.dep[off]) * p.inv_c;
+      xq[i] = (static_cast<A>(p.head[off]) + qbias) * p.inv_c;
+      v[i] = static_cast<A>(p.value[off]);
+      if (real[i]) {
+        g[i] = static_cast<A>(p.grad_out[off]);
+        o[i] = static_cast<A>(p.out_in[off]);
+        l2[i] = p.lse_in[off] * log2e;
+      }
+    }
+  }
+#pragma unroll
+  for (int j = 0; j < kSmallMax; ++j) {
+    if (j < s.len) {
+      A dh = A(0);
+      if (real[j]) {
+#pragma unroll
+        for (int i = 0; i < kSmallMax; ++i) {
+          if (pair_ok<D>(i, j) && real[i]) {
+            const A t = tanh_fast(xk[i] + xq[j]);
+            const A pr = shifted_exp2(t, p.a, l2[j]);
+            const A dz = grad_z(pr, g[j], v[i], o[j], t);
+            dh += dz;
+            dd[i] += dz;
+            dv[i] += pr * g[j];
+          }
+        }
+      }
+      p.d_head[(s.row0 + j) * p.d + s.k] = static_cast<T>(dh);
+    }
+  }
+#pragma unroll
+  for (int i = 0; i < kSmallMax; ++i) {
+    if (i < s.len) {
+      const int64_t off = (s.row0 + i) * p.d + s.k;
+      p.d_dep[off] = static_cast<T>(dd[i]);
+      p.d_value[off] = static_cast<T>(dv[i]);
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Tiled kernels: block (32, kWarps), grid (ceil(tiles / kWarps), ceil(d / 32)). Warp w of
+// grid.x index X owns tile X·kWarps + w; a tile is kTile consecutive rows (queries, or keys in
+// backward_key_tiled) of one block, for the 32 features of grid.y.
+// ---------------------------------------------------------------------------------------------
+
+struct Tile {
+  int64_t base;        // b · n
+  int64_t start, end;  // the block [start, end)
+  int64_t j0;          // first row of the tile
+  int nq;              // rows in the tile, 1..kTile
+};
+
+// `heavy_last`: later tiles of a block have more work (queries under "forward"); they are then
+// numbered first so the grid ends on light tiles (shorter tail).
+__device__ __forceinline__ bool tile_at(int64_t n, int64_t r, int64_t nblocks,
+                                        int64_t tiles_per_block, int64_t total, bool heavy_last,
+                                        Tile& t) {
+  const int64_t idx = int64_t(blockIdx.x) * kWarps + threadIdx.y;
+  if (idx >= total) return false;
+  const int64_t bb = idx / tiles_per_block;
+  int64_t ti = idx - bb * tiles_per_block;
+  if (heavy_last) ti = tiles_per_block - 1 - ti;
+  t.start = (bb % nblocks) * r;
+  t.end = min(t.start + r, n);
+  t.j0 = t.start + ti * kTile;
+  if (t.j0 >= t.end) return false;  // the last block is shorter
+  t.nq = static_cast<int>(min<int64_t>(kTile, t.end - t.j0));
+  t.base = (bb / nblocks) * n;
+  return true;
+}
+
+// Keys of the block as seen by the tile's rows [j0, j0 + nq): the "full" ranges hold keys that
+// every row of the tile may attend, the edge range the keys to test pair by pair.
+struct Ranges {
+  int64_t f1_lo, f1_hi, f2_lo, f2_hi, e_lo, e_hi;
+};
+
+__device__ __forceinline__ Ranges ranges_of(Direction dir, const Tile& t) {
+  Ranges g{t.start, t.start, t.end, t.end, t.j0, t.j0};  // all empty
+  switch (dir) {
+    case Direction::kForward:  // keys [start, j): all rows take [start, j0)
+      g.f1_hi = t.j0;
+      g.e_hi = t.j0 + t.nq - 1;
+      break;
+    case Direction::kBackward:  // keys [j + 1, end): all rows take [j0 + nq, end)
+      g.f1_lo = t.j0 + t.nq;
+      g.f1_hi = t.end;
+      g.e_lo = t.j0 + 1;
+      g.e_hi = t.j0 + t.nq;
+      break;
+    case Direction::kDiag:  // every key but j
+      g.f1_hi = t.j0;
+      g.f2_lo = t.j0 + t.nq;
+      g.e_hi = t.j0 + t.nq;
+      break;
+    default:  // kAll
+      g.f1_hi = t.end;
+      break;
+  }
+  return g;
+}
+
+// Forward over keys [lo, hi) that every query of the tile may attend; returns the number of
+// real keys seen. Loads are unconditional (the rows exist) so they can be issued early.
+template <typename T, typename A, bool kFixed>
+__device__ __forceinline__ int forward_full_keys(const Args<T, A>& p, int64_t base, int64_t lo,
+                                                 int64_t hi, int64_t k, const A (&xq)[kTile],
+                                                 Softmax<A, kFixed> (&sm)[kTile]) {
+  int keys = 0;
+  const T* dep = p.dep + (base + lo) * p.d + k;
+  const T* value = p.value + (base + lo) * p.d + k;
+  const bool* mask = p.mask ? p.mask + base + lo : nullptr;
+#pragma unroll 2
+  for (int64_t i = lo; i < hi; ++i) {
+    const A xk = static_cast<A>(*dep) * p.inv_c;
+    const A v = static_cast<A>(*value);
+    const bool real = mask == nullptr || *mask;
+    dep += p.d;
+    value += p.d;
+    if (mask) ++mask;
+    if (real) {
+      ++keys;
+#pragma unroll
+      for (int q = 0; q < kTile; ++q) sm[q].add(tanh_fast(xk + xq[q]), v, p.a);
+    }
+  }
+  return keys;
+}
+
+template <typename T, typename A, bool kFixed>
+__global__ void __launch_bounds__(kWarps * 32)
+    forward_tiled(const Args<T, A> p, int64_t tiles_per_block, int64_t total) {
+  Tile t;
+  if (!tile_at(p.n, p.r, p.nblocks, tiles_per_block, total, p.dir == Direction::kForward, t))
+    return;
+  const int64_t k = int64_t(blockIdx.y) * 32 + threadIdx.x;
+  if (k >= p.d) return;
+  const A qbias = p.bias ? static_cast<A>(p.bias[k]) : A(0);
+  A xq[kTile];
+  Softmax<A, kFixed> sm[kTile];
+  int keys[kTile];
+  bool real[kTile];
+  bool any_real = false;
+#pragma unroll
+  for (int q = 0; q < kTile; ++q) {
+    real[q] = false;
+    xq[q] = A(0);
+    if (q < t.nq) {
+      real[q] = is_real(p.mask, t.base + t.j0 + q);
+      xq[q] = (static_cast<A>(p.head[(t.base + t.j0 + q) * p.d + k]) + qbias) * p.inv_c;
+    }
+    sm[q].init(p.a);
+    keys[q] = 0;
+    any_real |= real[q];
+  }
+  if (any_real) {
+    const Ranges g = ranges_of(p.dir, t);
+    int full = forward_full_keys(p, t.base, g.f1_lo, g.f1_hi, k, xq, sm);
+    full += forward_full_keys(p, t.base, g.f2_lo, g.f2_hi, k, xq, sm);
+    for (int64_t i = g.e_lo; i < g.e_hi; ++i) {
+      if (!is_real(p.mask, t.base + i)) continue;
+      const int64_t off = (t.base + i) * p.d + k;
+      const A xk = static_cast<A>(p.dep[off]) * p.inv_c;
+      const A v = static_cast<A>(p.value[off]);
+#pragma unroll
+      for (int q = 0; q < kTile; ++q) {
+        if (q < t.nq && pair_allowed(p.dir, i, t.j0 + q, t.start, t.end)) {
+          ++keys[q];
+          sm[q].add(tanh_fast(xk + xq[q]), v, p.a);
+        }
+      }
+    }
+#pragma unroll
+    for (int q = 0; q < kTile; ++q) keys[q] += full;
+  }
+#pragma unroll
+  for (int q = 0; q < kTile; ++q) {
+    if (q < t.nq) {
+      const int64_t off = (t.base + t.j0 + q) * p.d + k;
+      const bool has_keys = real[q] && keys[q] > 0;
+      p.out[off] = static_cast<T>(has_keys ? sm[q].out() : A(0));
+      p.lse[off] = has_keys ? sm[q].lse() : pos_inf<A>();
+    }
+  }
+}
+
+// d_head: per query tile, sum over its keys of dz. Rows of the tile that are padding or past
+// the block get g = 0 and are never written back, so their (finite or not) values do not
+// matter; a real row with an allowed real key has a finite lse.
+template <typename T, typename A>
+__device__ __forceinline__ void dhead_full_keys(const Args<T, A>& p, int64_t base, int64_t lo,
+                                                int64_t hi, int64_t k, const A (&xq)[kTile],
+                                                const A (&g)[kTile], const A (&o)[kTile],
+                                                const A (&l2)[kTile], A (&dh)[kTile]) {
+  const T* dep = p.dep + (base + lo) * p.d + k;
+  const T* value = p.value + (base + lo) * p.d + k;
+  const bool* mask = p.mask ? p.mask + base + lo : nullptr;
+#pragma unroll 2
+  for (int64_t i = lo; i < hi; ++i) {
+    const A xk = static_cast<A>(*dep) * p.inv_c;
+    const A v = static_cast<A>(*value);
+    const bool real = mask == nullptr || *mask;
+    dep += p.d;
+    value += p.d;
+    if (mask) ++mask;
+    if (real) {
+#pragma unroll
+      for (int q = 0; q < kTile; ++q) {
+        const A th = tanh_fast(xk + xq[q]);
+        dh[q] += grad_z(shifted_exp2(th, p.a, l2[q]), g[q], v, o[q], th);
+      }
+    }
+  }
+}
+
+template <typename T, typename A>
+__global__ void __launch_bounds__(kWarps * 32)
+    backward_query_tiled(const Args<T, A> p, int64_t tiles_per_block, int64_t total) {
+  Tile t;
+  if (!tile_at(p.n, p.r, p.nblocks, tiles_per_block, total, p.dir == Direction::kForward, t))
+    return;
+  const int64_t k = int64_t(blockIdx.y) * 32 + threadIdx.x;
+  if (k >= p.d) return;
+  const A qbias = p.bias ? static_cast<A>(p.bias[k]) : A(0);
+  const A log2e = static_cast<A>(kLog2e);
+  A xq[kTile], g[kTile], o[kTile], l2[kTile], dh[kTile];
+  bool real[kTile];
+  bool any_real = false;
+#pragma unroll
+  for (int q = 0; q < kTile; ++q) {
+    real[q] = false;
+    xq[q] = g[q] = o[q] = l2[q] = dh[q] = A(0);
+    if (q < t.nq) {
+      const int64_t off = (t.base + t.j0 + q) * p.d + k;
+      real[q] = is_real(p.mask, t.base + t.j0 + q);
+      xq[q] = (static_cast<A>(p.head[off]) + qbias) * p.inv_c;
+      if (real[q]) {
+        g[q] = static_cast<A>(p.grad_out[off]);
+        o[q] = static_cast<A>(p.out_in[off]);
+        l2[q] = p.lse_in[off] * log2e;
+      }
+    }
+    any_real |= real[q];
+  }
+  if (any_real) {
+    const Ranges r = ranges_of(p.dir, t);
+    dhead_full_keys(p, t.base, r.f1_lo, r.f1_hi, k, xq, g, o, l2, dh);
+    dhead_full_keys(p, t.base, r.f2_lo, r.f2_hi, k, xq, g, o, l2, dh);
+    for (int64_t i = r.e_lo; i < r.e_hi; ++i) {
+      if (!is_real(p.mask, t.base + i)) continue;
+      const int64_t off = (t.base + i) * p.d + k;
+      const A xk = static_cast<A>(p.dep[off]) * p.inv_c;
+      const A v = static_cast<A>(p.value[off]);
+#pragma unroll
+      for (int q = 0; q < kTile; ++q) {
+        if (real[q] && pair_allowed(p.dir, i, t.j0 + q, t.start, t.end)) {
+          const A th = tanh_fast(xk + xq[q]);
+          dh[q] += grad_z(shifted_exp2(th, p.a, l2[q]), g[q], v, o[q], th);
+        }
+      }
+    }
+  }
+#pragma unroll
+  for (int q = 0; q < kTile; ++q) {
+    if (q < t.nq) {
+      p.d_head[(t.base + t.j0 + q) * p.d + k] = static_cast<T>(real[q] ? dh[q] : A(0));
+    }
+  }
+}
+
+// d_dep, d_value: per key tile, sum over the queries that attend each key. Padding queries
+// are skipped (their grad_out and lse are never read).
+template <typename T, typename A>
+__device__ __forceinline__ void dkey_one_query(const Args<T, A>& p, int64_t off, A qbias,
+                                               const A (&xk)[kTile], const A (&v)[kTile],
+                                               A (&dd)[kTile], A (&dv)[kTile], const bool* allow) {
+  const A xq = (static_cast<A>(p.head[off]) + qbias) * p.inv_c;
+  const A g = static_cast<A>(p.grad_out[off]);
+  const A o = static_cast<A>(p.out_in[off]);
+  const A l2 = p.lse_in[off] * static_cast<A>(kLog2e);
+#pragma unroll
+  for (int q = 0; q < kTile; ++q) {
+    if (allow == nullptr || allow[q]) {
+      const A th = tanh_fast(xk[q] + xq);
+      const A pr = shifted_exp2(th, p.a, l2);
+      dd[q] += grad_z(pr, g, v[q], o, th);
+      dv[q] += pr * g;
+    }
+  }
+}
+
+template <typename T, typename A>
+__device__ __forceinline__ void dkey_full_queries(const Args<T, A>& p, int64_t base, int64_t lo,
+                                                  int64_t hi, int64_t k, A qbias,
+                                                  const A (&xk)[kTile], const A (&v)[kTile],
+                                                  A (&dd)[kTile], A (&dv)[kTile]) {
+#pragma unroll 2
+  for (int64_t j = lo; j < hi; ++j) {
+    if (!is_real(p.mask, base + j)) continue;
+    dkey_one_query(p, (base + j) * p.d + k, qbias, xk, v, dd, dv, nullptr);
+  }
+}
+
+template <typename T, typename A>
+__global__ void __launch_bounds__(kWarps * 32)
+    backward_key_tiled(const Args<T, A> p, int64_t tiles_per_block, int64_t total) {
+  const Direction kdir = transposed(p.dir);  // which queries attend a key
+  Tile t;  // here rows j0.. are keys
+  if (!tile_at(p.n, p.r, p.nblocks, tiles_per_block, total, kdir == Direction::kForward, t))
+    return;
+  const int64_t k = int64_t(blockIdx.y) * 32 + threadIdx.x;
+  if (k >= p.d) return;
+  const A qbias = p.bias ? static_cast<A>(p.bias[k]) : A(0);
+  A xk[kTile], v[kTile], dd[kTile], dv[kTile];
+  bool real[kTile];
+  bool any_real = false;
+#pragma unroll
+  for (int q = 0; q < kTile; ++q) {
+    real[q] = false;
+    xk[q] = v[q] = dd[q] = dv[q] = A(0);
+    if (q < t.nq) {
+      const int64_t off = (t.base + t.j0 + q) * p.d + k;
+      real[q] = is_real(p.mask, t.base + t.j0 + q);
+      xk[q] = static_cast<A>(p.dep[off]) * p.inv_c;
+      v[q] = static_cast<A>(p.value[off]);
+    }
+    any_real |= real[q];
+  }
+  if (any_real) {
+    const Ranges r = ranges_of(kdir, t);
+    dkey_full_queries(p, t.base, r.f1_lo, r.f1_hi, k, qbias, xk, v, dd, dv);
+    dkey_full_queries(p, t.base, r.f2_lo, r.f2_hi, k, qbias, xk, v, dd, dv);
+    for (int64_t j = r.e_lo; j < r.e_hi; ++j) {
+      if (!is_real(p.mask, t.base + j)) continue;
+      bool allow[kTile];
+#pragma unroll
+      for (int q = 0; q < kTile; ++q) {
+        allow[q] = q < t.nq && pair_allowed(p.dir, t.j0 + q, j, t.start, t.end);
+      }
+      dkey_one_query(p, (t.base + j) * p.d + k, qbias, xk, v, dd, dv, allow);
+    }
+  }
+#pragma unroll
+  for (int q = 0; q < kTile; ++q) {
+    if (q < t.nq) {
+      const int64_t off = (t.base + t.j0 + q) * p.d + k;
+      p.d_dep[off] = static_cast<T>(real[q] ? dd[q] : A(0));
+      p.d_value[off] = static_cast<T>(real[q] ? dv[q] : A(0));
+    }
+  }
+}
+
+}  // namespace blosa::cuda

@@ -1,0 +1,44 @@
+"""The one interface every encoder follows, so the trainer and benchmarks can swap them by name."""
+from __future__ import annotations
+
+from typing import Iterable
+
+import torch
+from torch import nn
+
+from blosa.nn.layers import check_encoder_args, dropout_places, zero_padding
+
+
+class SentenceEncoder(nn.Module):
+    """Base of every encoder: `forward(x, mask) -> (tokens, sentence)`.
+
+    Shapes: x [B, n, d_in] embeddings; mask [B, n] bool, True for real tokens ->
+    tokens [B, n, token_dim] (exactly 0 at padding), sentence [B, sentence_dim]
+    (0 for a row with no real token). Subclasses implement `encode` with the same
+    signature and set `token_dim` and `sentence_dim`.
+
+    Dropout (probability `dropout`) goes to the places named in `dropout_at` (see
+    blosa.nn.layers.DROPOUT_PLACES); subclasses pass `self.dense_dropout` to their layers.
+    """
+
+    token_dim: int
+    sentence_dim: int
+
+    def __init__(self, d_in: int, dropout: float = 0.0, dropout_at: str | Iterable[str] = ("dense",)):
+        super().__init__()
+        if not 0.0 <= dropout < 1.0:
+            raise ValueError(f"dropout must be in [0, 1), got {dropout}")
+        self.d_in = d_in
+        places = dropout_places(dropout_at)
+        self.dense_dropout = dropout if "dense" in places else 0.0
+        self.in_drop = nn.Dropout(dropout) if "input" in places and dropout > 0 else nn.Identity()
+        self.out_drop = nn.Dropout(dropout) if "output" in places and dropout > 0 else nn.Identity()
+
+    def encode(self, x: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        raise NotImplementedError
+
+    def forward(self, x: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        check_encoder_args(x, mask, self.d_in)
+        x = zero_padding(self.in_drop(x), mask)  # padding content can never matter
+        tokens, sentence = self.encode(x, mask)
+        return zero_padding(self.out_drop(tokens), mask), self.out_drop(sentence)

@@ -1,0 +1,96 @@
+"""Small building blocks shared by every encoder: activations, dropout places, dense layers, masks.
+
+Initialization follows the paper (section 4.1): Glorot-uniform weights, zero biases.
+"""
+from __future__ import annotations
+
+from typing import Callable, Iterable
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+ACTIVATIONS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
+    "relu": F.relu,
+    "elu": F.elu,
+    "selu": F.selu,
+    "gelu": F.gelu,
+    "tanh": torch.tanh,
+    "sigmoid": torch.sigmoid,
+    "leaky_relu": F.leaky_relu,
+    "identity": lambda x: x,
+}
+
+# Where dropout may be applied (`dropout_at=`):
+#   "input":  on the encoder's input embeddings [B, n, d_e]
+#   "dense":  on the input of every learned layer (dense, convolution, recurrent input
+#             transform); this is where the authors' TensorFlow code puts it
+#   "output": on the encoder's token representations and sentence vector
+DROPOUT_PLACES = ("input", "dense", "output")
+
+
+def get_activation(activation: str | Callable) -> Callable[[torch.Tensor], torch.Tensor]:
+    """An activation function by name (see ACTIVATIONS) or the callable itself."""
+    if callable(activation):
+        return activation
+    try:
+        return ACTIVATIONS[activation]
+    except KeyError:
+        raise ValueError(f"activation must be one of {sorted(ACTIVATIONS)} or a callable; got {activation!r}") from None
+
+
+def dropout_places(dropout_at: str | Iterable[str]) -> frozenset[str]:
+    """Validate `dropout_at` (one place or several of DROPOUT_PLACES) and return it as a set."""
+    places = frozenset([dropout_at] if isinstance(dropout_at, str) else dropout_at)
+    bad = places - set(DROPOUT_PLACES)
+    if bad:
+        raise ValueError(f"dropout_at places must be among {DROPOUT_PLACES}; got {sorted(bad)}")
+    return places
+
+
+def glorot_(module: nn.Module) -> nn.Module:
+    """Glorot-uniform every weight with >= 2 dims and zero every bias of `module`, in place."""
+    for name, p in module.named_parameters():
+        if p.dim() >= 2:
+            nn.init.xavier_uniform_(p)
+        elif "bias" in name.rsplit(".", 1)[-1]:
+            nn.init.zeros_(p)
+    return module
+
+
+class Dense(nn.Module):
+    """y = act(W dropout(x) + b): a fully connected layer with Glorot weights and zero bias.
+
+    Args:
+        d_in, d_out: feature sizes. bias: whether b exists. activation: name or callable,
+        None for linear. dropout: probability on the layer's input.
+    Shapes: x [..., d_in] -> y [..., d_out].
+    """
+
+    def __init__(self, d_in: int, d_out: int, bias: bool = True, activation=None, dropout: float = 0.0):
+        super().__init__()
+        self.linear = glorot_(nn.Linear(d_in, d_out, bias=bias))
+        self.act = None if activation is None else get_activation(activation)
+        self.dropout = nn.Dropout(dropout) if dropout > 0 else nn.Identity()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = self.linear(self.dropout(x))
+        return y if self.act is None else self.act(y)
+
+
+def zero_padding(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """x [B, n, d] with padded positions (mask [B, n] False) set to exactly 0.
+
+    masked_fill rather than multiplication, so non-finite values at padding cannot leak as NaN.
+    """
+    return x.masked_fill(~mask[..., None], 0.0)
+
+
+def check_encoder_args(x: torch.Tensor, mask: torch.Tensor, d_in: int) -> None:
+    """Raise ValueError/TypeError for inputs that do not fit the encoder interface."""
+    if x.dim() != 3 or x.shape[-1] != d_in:
+        raise ValueError(f"embeddings must be [B, n, {d_in}], got {tuple(x.shape)}")
+    if mask.dtype != torch.bool:
+        raise TypeError(f"mask must be a bool tensor (True = real token), got {mask.dtype}")
+    if mask.shape != x.shape[:2]:
+        raise ValueError(f"mask must be [B, n] = {list(x.shape[:2])}, got {tuple(mask.shape)}")

@@ -1,0 +1,80 @@
+"""mBloSA: masked block self-attention (paper section 3.1)."""
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from blosa.nn.block_len import resolve_block_len
+from blosa.nn.layers import Dense, zero_padding
+from blosa.nn.masked_attention import MaskedAttention
+from blosa.nn.source2token import Source2Token
+
+
+class MaskedBlockSelfAttention(nn.Module):
+    """mBloSA, following the paper's equations (section 3.1).
+
+    With r the block length and m = ceil(n / r) blocks (the last one padded):
+        h   = g^m(x^l, M) for every block l, parameters shared     intra-block, "local"
+        v_l = source2token(h^l)                                    one vector per block
+        o   = g^m(v, M)                                            inter-block
+        G   = sigmoid(W_g1 o + W_g2 v + b_g);  e = G * o + (1 - G) * v
+        E   = e_l repeated for the tokens of block l               "global"
+        F   = act(W_f1 [x; h; E] + b_f1);  G' = sigmoid(W_f2 [x; h; E] + b_f2)
+        u   = G' * F + (1 - G') * x,  0 at padding
+
+    Padding: a block's padded tokens get no weight in its source2token, and blocks with no
+    real token are masked out of the inter-block attention, so a sentence's output does not
+    depend on how much the batch is padded (for a fixed int block_len; "auto" derives r from
+    the padded length, which is batch-dependent by definition).
+
+    Ablations (Table 3): use_local=False drops the intra-block attention (v is computed from x
+    and h leaves the fusion); use_global=False drops v, o, e and E.
+
+    Shapes: x [B, n, d], mask [B, n] bool -> u [B, n, d].
+    """
+
+    def __init__(self, d: int, direction: str, block_len: int | str = "auto", activation="relu",
+                 dropout: float = 0.0, scale: float = 5.0, backend: str = "auto",
+                 use_local: bool = True, use_global: bool = True):
+        super().__init__()
+        resolve_block_len(block_len, 1)  # validate now, not at the first batch
+        self.block_len = block_len
+        self.use_local, self.use_global = use_local, use_global
+        if use_local:
+            self.intra = MaskedAttention(d, direction, scale=scale, dropout=dropout, backend=backend)
+        if use_global:
+            self.block_s2t = Source2Token(d, activation=activation, dropout=dropout)
+            self.inter = MaskedAttention(d, direction, scale=scale, dropout=dropout, backend=backend)
+            self.gate_o = Dense(d, d, bias=False, dropout=dropout)
+            self.gate_v = Dense(d, d, bias=True, dropout=dropout)
+        d_fuse = d * (1 + use_local + use_global)
+        self.fuse_f = Dense(d_fuse, d, activation=activation, dropout=dropout)
+        self.fuse_g = Dense(d_fuse, d, dropout=dropout)
+
+    def global_context(self, h: torch.Tensor, mask: torch.Tensor, r: int) -> torch.Tensor:
+        """E [B, n, d] from h [B, n, d]: block vectors v, inter-block attention, gate, duplicate."""
+        B, n, d = h.shape
+        m = -(-n // r)
+        pad = m * r - n
+        h_blocks = F.pad(h, (0, 0, 0, pad)).reshape(B * m, r, d)
+        mask_blocks = F.pad(mask, (0, pad), value=False).reshape(B * m, r)
+        v = self.block_s2t(h_blocks, mask_blocks).reshape(B, m, d)
+        block_mask = mask_blocks.any(dim=1).reshape(B, m)  # all-padding blocks are no keys
+        o = self.inter(v, block_mask, block_len=0)
+        gate = torch.sigmoid(self.gate_o(o) + self.gate_v(v))
+        e = gate * o + (1 - gate) * v  # [B, m, d]
+        return e[:, :, None, :].expand(B, m, r, d).reshape(B, m * r, d)[:, :n]
+
+    def forward(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        r = resolve_block_len(self.block_len, x.shape[1])
+        parts = [x]
+        h = x
+        if self.use_local:
+            h = self.intra(x, mask, block_len=r)
+            parts.append(h)
+        if self.use_global:
+            parts.append(self.global_context(h, mask, r))
+        fused = torch.cat(parts, dim=-1)
+        gate = torch.sigmoid(self.fuse_g(fused))
+        return zero_padding(gate * self.fuse_f(fused) + (1 - gate) * x, mask)

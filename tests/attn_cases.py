@@ -1,0 +1,44 @@
+"""Random inputs for masked_block_attn tests, shared by every backend's tests."""
+from __future__ import annotations
+
+import zlib
+
+import torch
+
+DIRECTIONS = ("forward", "backward", "diag", "all")
+MASK_KINDS = ("none", "right_pad", "holes", "empty_row")
+
+
+def generator_for(*case) -> torch.Generator:
+    """A generator seeded from the test case, so every case draws different numbers."""
+    return torch.Generator().manual_seed(zlib.crc32(repr(case).encode()))
+
+
+def make_mask(kind: str, B: int, n: int, gen: torch.Generator) -> torch.Tensor | None:
+    """[B, n] bool mask of the given kind (None for "none")."""
+    if kind == "none":
+        return None
+    if kind == "right_pad":
+        lengths = torch.randint(1, n + 1, (B,), generator=gen)
+        lengths[0] = n
+        return torch.arange(n)[None, :] < lengths[:, None]
+    mask = torch.rand(B, n, generator=gen) > 0.3
+    if kind == "empty_row":
+        mask[0] = False
+    return mask
+
+
+def make_inputs(B, n, d, dtype, gen, with_bias=True, spread=2.0):
+    """dep, head, value [B, n, d] and bias [d] (or None), requiring grad, on CPU."""
+    def draw(*shape):
+        return (torch.randn(*shape, generator=gen, dtype=torch.float64) * spread).to(dtype).requires_grad_()
+
+    dep, head, value = draw(B, n, d), draw(B, n, d), draw(B, n, d)
+    bias = draw(d) if with_bias else None
+    return dep, head, value, bias
+
+
+def grads(out, inputs, grad_out):
+    """Gradients of (out * grad_out).sum() w.r.t. the inputs that are not None."""
+    present = [t for t in inputs if t is not None]
+    return torch.autograd.grad(out, present, grad_out)

@@ -1,0 +1,132 @@
+"""The fused CPU op against the plain reference, gradients included."""
+import itertools
+
+import pytest
+import torch
+
+from attn_cases import DIRECTIONS, MASK_KINDS, generator_for, grads, make_inputs, make_mask
+from blosa import masked_block_attn, masked_block_attn_ref
+
+TOL = {torch.float64: dict(atol=1e-12, rtol=1e-10), torch.float32: dict(atol=2e-5, rtol=1e-4)}
+N = 11  # block lengths below: 1, 3, 5 (does not divide 11), 11 (= n), 16 (> n), 0 (one block)
+BLOCK_LENS = (1, 3, 5, N, 16, 0)
+SCALES = (0.5, 5.0, 17.0, 100.0)  # 100 > 40 takes the running-maximum path
+
+
+def check_against_reference(dtype, direction, block_len, mask_kind, B=3, n=N, d=70, case=()):
+    gen = generator_for(dtype, direction, block_len, mask_kind, n, d, *case)
+    with_bias = bool(torch.randint(0, 2, (1,), generator=gen))
+    scale = SCALES[int(torch.randint(0, len(SCALES), (1,), generator=gen))]
+    inputs = make_inputs(B, n, d, dtype, gen, with_bias)
+    mask = make_mask(mask_kind, B, n, gen)
+    out = masked_block_attn(*inputs, mask, block_len, direction, scale, backend="cpu")
+    ref = masked_block_attn_ref(*inputs, mask, block_len, direction, scale)
+    grad_out = torch.randn(out.shape, generator=gen, dtype=dtype)
+    torch.testing.assert_close(out, ref, **TOL[dtype])
+    for got, want in zip(grads(out, inputs, grad_out), grads(ref, inputs, grad_out)):
+        torch.testing.assert_close(got, want, **TOL[dtype])
+
+
+@pytest.mark.parametrize("mask_kind", MASK_KINDS)
+@pytest.mark.parametrize("block_len", BLOCK_LENS)
+@pytest.mark.parametrize("direction", DIRECTIONS)
+def test_matches_reference_float64(direction, block_len, mask_kind):
+    check_against_reference(torch.float64, direction, block_len, mask_kind)
+
+
+@pytest.mark.parametrize("block_len", (1, 5, 0))
+@pytest.mark.parametrize("direction", DIRECTIONS)
+def test_matches_reference_float32(direction, block_len):
+    check_against_reference(torch.float32, direction, block_len, "holes")
+
+
+@pytest.mark.parametrize("scale", SCALES)
+@pytest.mark.parametrize("direction", DIRECTIONS)
+def test_every_scale(direction, scale):
+    gen = generator_for("scale", direction, scale)
+    inputs = make_inputs(2, 9, 5, torch.float64, gen, spread=scale)  # reach tanh saturation
+    out = masked_block_attn(*inputs, None, 4, direction, scale)
+    ref = masked_block_attn_ref(*inputs, None, 4, direction, scale)
+    torch.testing.assert_close(out, ref, **TOL[torch.float64])
+
+
+@pytest.mark.parametrize("n, d", [(1, 1), (1, 7), (2, 3), (64, 1), (129, 3)])
+@pytest.mark.parametrize("direction", DIRECTIONS)
+def test_odd_sizes(direction, n, d):
+    check_against_reference(torch.float64, direction, 3, "holes", B=2, n=n, d=d)
+
+
+def test_non_contiguous_inputs():
+    gen = generator_for("strides")
+    big = [torch.randn(4, 20, 30, generator=gen, dtype=torch.float64) for _ in range(3)]
+    dep, head = big[0][::2, :, 1::2], big[1].transpose(0, 1).contiguous().transpose(0, 1)[::2, :, :15]
+    value = big[2][1::2, :, ::2]
+    bias = torch.randn(30, generator=gen, dtype=torch.float64)[::2]
+    mask = (torch.rand(20, 2, generator=gen) > 0.2).t()
+    assert not dep.is_contiguous() and not value.is_contiguous() and not mask.is_contiguous()
+    out = masked_block_attn(dep, head, value, bias, mask, 6, "backward")
+    torch.testing.assert_close(out, masked_block_attn_ref(dep, head, value, bias, mask, 6, "backward"))
+
+
+@pytest.mark.parametrize("direction", DIRECTIONS)
+def test_fully_masked_rows_are_exact_zeros(direction):
+    gen = generator_for("empty", direction)
+    inputs = make_inputs(3, 8, 6, torch.float32, gen, spread=50.0)
+    mask = torch.ones(3, 8, dtype=torch.bool)
+    mask[0] = False  # a whole sequence of padding
+    mask[1, 5:] = False  # right padding
+    mask[2, ::2] = False  # holes
+    out = masked_block_attn(*inputs, mask, 3, direction)
+    out.sum().backward()
+    assert torch.isfinite(out).all()
+    assert (out[~mask] == 0).all()
+    for t in inputs:
+        assert torch.isfinite(t.grad).all()
+        if t is not inputs[3]:
+            assert (t.grad[~mask] == 0).all(), "padding must get no gradient"
+
+
+def test_queries_without_keys_get_zero_and_no_gradient():
+    gen = generator_for("first-token")
+    dep, head, value, _ = make_inputs(2, 6, 4, torch.float64, gen)
+    out = masked_block_attn(dep, head, value, None, None, 3, "forward")
+    assert (out[:, ::3] == 0).all()  # the first token of each block sees no key
+    (g_head,) = torch.autograd.grad(out.sum(), head)
+    assert (g_head[:, ::3] == 0).all()
+
+
+@pytest.mark.parametrize("shape", [(0, 5, 4), (2, 0, 4), (2, 5, 0)])
+def test_empty_inputs(shape):
+    dep, head, value = (torch.randn(shape, requires_grad=True) for _ in range(3))
+    out = masked_block_attn(dep, head, value, None, None, 2)
+    assert out.shape == shape
+    out.sum().backward()
+    assert dep.grad.shape == shape
+
+
+def test_backward_is_deterministic():
+    gen = generator_for("determinism")
+    inputs = make_inputs(4, 40, 150, torch.float32, gen)
+    out = masked_block_attn(*inputs, None, 0, "all")
+    grad_out = torch.randn(out.shape, generator=gen)
+    first = grads(out, inputs, grad_out)
+    again = grads(masked_block_attn(*inputs, None, 0, "all"), inputs, grad_out)
+    assert all(torch.equal(a, b) for a, b in zip(first, again))
+
+
+@pytest.mark.parametrize("direction, block_len", list(itertools.product(DIRECTIONS, (0, 2))))
+def test_gradcheck(direction, block_len):
+    gen = generator_for("gradcheck", direction, block_len)
+    inputs = make_inputs(2, 5, 3, torch.float64, gen, spread=1.0)
+    mask = torch.tensor([[True, True, False, True, True], [True, True, True, False, False]])
+    assert torch.autograd.gradcheck(
+        lambda *t: masked_block_attn(*t, mask, block_len, direction, 2.0), inputs
+    )
+
+
+def test_direct_torch_ops_call_matches():
+    gen = generator_for("torch.ops")
+    inputs = make_inputs(2, 7, 5, torch.float64, gen)
+    mask = make_mask("holes", 2, 7, gen)
+    out = torch.ops.blosa.masked_block_attn(*inputs, mask, 3, "diag", 5.0)
+    torch.testing.assert_close(out, masked_block_attn_ref(*inputs, mask, 3, "diag", 5.0))

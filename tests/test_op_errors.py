@@ -1,0 +1,87 @@
+"""Bad input gets a clear error naming the argument, before any work, on every entry point."""
+import math
+
+import pytest
+import torch
+
+from blosa import masked_block_attn, masked_block_attn_ref
+
+B, N, D = 2, 5, 4
+
+
+def good_args():
+    return dict(
+        dep=torch.randn(B, N, D), head=torch.randn(B, N, D), value=torch.randn(B, N, D),
+        bias=torch.randn(D), mask=torch.ones(B, N, dtype=torch.bool), block_len=2,
+        direction="forward", scale=5.0,
+    )
+
+
+def via_public(**kw):
+    return masked_block_attn(**kw)
+
+
+def via_reference(**kw):
+    return masked_block_attn_ref(**kw)
+
+
+def via_torch_ops(**kw):
+    return torch.ops.blosa.masked_block_attn(
+        kw["dep"], kw["head"], kw["value"], kw["bias"], kw["mask"], kw["block_len"],
+        kw["direction"], kw["scale"],
+    )
+
+
+BAD = [
+    ("dep", dict(dep=torch.randn(B, N)), "dep must be 3-D"),
+    ("head", dict(head=torch.randn(B, N + 1, D)), "same shape"),
+    ("value", dict(value=torch.randn(B, N, D + 1)), "same shape"),
+    ("bias", dict(bias=torch.randn(D + 1)), "bias must have shape"),
+    ("bias dtype", dict(bias=torch.randn(D, dtype=torch.float64)), "bias has dtype"),
+    ("mask dtype", dict(mask=torch.ones(B, N)), "mask must be a bool"),
+    ("mask shape", dict(mask=torch.ones(B, N + 1, dtype=torch.bool)), "mask must have shape"),
+    ("mixed dtypes", dict(value=torch.randn(B, N, D, dtype=torch.float64)), "value has dtype"),
+    ("int inputs", dict(dep=torch.ones(B, N, D, dtype=torch.int64), head=torch.ones(B, N, D, dtype=torch.int64),
+                        value=torch.ones(B, N, D, dtype=torch.int64), bias=None), "floating-point"),
+    ("direction", dict(direction="sideways"), "'forward', 'backward', 'diag', 'all'"),
+    ("scale zero", dict(scale=0.0), "scale must be a finite positive"),
+    ("scale negative", dict(scale=-1.0), "scale must be a finite positive"),
+    ("scale inf", dict(scale=math.inf), "scale must be a finite positive"),
+    ("scale nan", dict(scale=math.nan), "scale must be a finite positive"),
+    # "meta" is a second device that every machine has.
+    ("device", dict(mask=torch.ones(B, N, dtype=torch.bool, device="meta")), "mask is on meta"),
+]
+
+
+@pytest.mark.parametrize("entry", [via_public, via_reference, via_torch_ops])
+@pytest.mark.parametrize("what, change, message", BAD, ids=[b[0] for b in BAD])
+def test_bad_argument_is_named(entry, what, change, message):
+    args = good_args()
+    args.update(change)
+    with pytest.raises((ValueError, TypeError), match=message.replace("[", r"\[").replace("(", r"\(")):
+        entry(**args)
+
+
+def test_unknown_backend_lists_the_choices():
+    with pytest.raises(ValueError, match="backend must be one of 'auto', 'cpu'"):
+        masked_block_attn(**good_args(), backend="gpu")
+
+
+def test_cuda_backend_on_cpu_tensors_is_refused():
+    with pytest.raises(ValueError, match="backend='cuda' needs CUDA tensors"):
+        masked_block_attn(**good_args(), backend="cuda")
+
+
+def test_cpu_kernels_refuse_half_precision_by_name():
+    args = {k: (v.half() if isinstance(v, torch.Tensor) and v.is_floating_point() else v) for k, v in good_args().items()}
+    with pytest.raises(TypeError, match="float32 or float64 inputs, got Half"):
+        masked_block_attn(**args, backend="cpu")
+
+
+def test_inputs_are_untouched_after_an_error():
+    args = good_args()
+    before = {k: v.clone() for k, v in args.items() if isinstance(v, torch.Tensor)}
+    args["direction"] = "up"
+    with pytest.raises(ValueError):
+        masked_block_attn(**args)
+    assert all(torch.equal(args[k], v) for k, v in before.items())
