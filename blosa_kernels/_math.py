@@ -6,8 +6,9 @@ The kernels work in base 2: s2 = s * log2(e), so every exponential is one `exp2`
 import triton
 import triton.language as tl
 
-LOG2E = 1.4426950408889634
-LN2 = 0.6931471805599453
+# constexpr globals: the only kind a @triton.jit function may read.
+LOG2E = tl.constexpr(1.4426950408889634)
+LN2 = tl.constexpr(0.6931471805599453)
 FORWARD, BACKWARD, DIAG, ALL = 0, 1, 2, 3
 DIRECTION_CODE = {"forward": FORWARD, "backward": BACKWARD, "diag": DIAG, "all": ALL}
 
@@ -43,3 +44,38 @@ def dir_allows(i, j, DIR: tl.constexpr):
     else:
         ok = i == i
     return ok
+
+
+@triton.jit
+def keys_of(j, n, r, DIR: tl.constexpr):
+    """Keys [lo, hi) that query j (scalar or vector) may attend, before the padding mask;
+    under DIR == 2 (diag) the query itself must still be excluded."""
+    start = (j // r) * r
+    end = tl.minimum(start + r, n)
+    if DIR == 0:
+        lo = start
+        hi = j
+    elif DIR == 1:
+        lo = j + 1
+        hi = end
+    else:
+        lo = start
+        hi = end
+    return lo, hi
+
+
+@triton.jit
+def queries_of(i, n, r, DIR: tl.constexpr):
+    """Queries [lo, hi) that may attend key i (same conventions as keys_of)."""
+    start = (i // r) * r
+    end = tl.minimum(start + r, n)
+    if DIR == 0:
+        lo = i + 1
+        hi = end
+    elif DIR == 1:
+        lo = start
+        hi = i
+    else:
+        lo = start
+        hi = end
+    return lo, hi

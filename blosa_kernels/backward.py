@@ -1,6 +1,6 @@
 """Backward kernels of masked_block_attn, recomputing probabilities from the saved lse.
 
-With t = tanh(z / c), p = exp(c t - lse), g = grad_out[j], o = out[j]:
+With t = tanh(z / c), p = exp(c t - lse), g = grad_out[j], o = out[j] = sum_i p value_i:
     dz = p g (value_i - o) (1 - t^2)
     d_head[j] = sum_i dz,  d_dep[i] = sum_j dz,  d_value[i] = sum_j p g
 (d_bias = sum of d_head over batch and queries, done by the caller). lse = +inf for a query
@@ -19,7 +19,7 @@ no atomics, bitwise-deterministic results.
 import triton
 import triton.language as tl
 
-from blosa_kernels._math import LOG2E, dir_allows, tanh_f32
+from blosa_kernels._math import LOG2E, dir_allows, keys_of, queries_of, tanh_f32
 
 
 @triton.jit
@@ -74,12 +74,15 @@ def bwd_blocks_kernel(
             b_q += b_bias[None, :]
         b_q = b_q * inv_c
         b_g = tl.load(grad_out + p_j, mask=m_jk, other=0.0).to(tl.float32)
-        b_o = tl.load(out + p_j, mask=m_jk, other=0.0).to(tl.float32)
         b_lse2 = tl.load(lse + p_j, mask=m_jk, other=float("inf")) * LOG2E
         o_v = tl.zeros([G, R], dtype=tl.int32) + v
         allow = real_i & real_j[:, None] & dir_allows(o_w[None, :], o_v, DIR)
         t = tanh_f32(b_dep + b_q[:, None, :], FAST_TANH)
         p = tl.where(allow[:, :, None], tl.exp2(t * c_log2e - b_lse2[:, None, :]), 0.0)
+        # The query's output recomputed in float32 from the keys held here, not read from the
+        # saved `out`: that one is rounded to the input dtype, and its rounding error would be
+        # summed into d_head (and d_bias) over all queries.
+        b_o = tl.sum(p * b_val, axis=1)
         pg = p * b_g[:, None, :]
         dz = pg * (b_val - b_o[:, None, :]) * (1.0 - t * t)
         b_dd += dz
@@ -98,6 +101,7 @@ def bwd_dq_kernel(
     FAST_TANH: tl.constexpr,
     BM: tl.constexpr, BD: tl.constexpr,
 ):
+    # n_bucket, r_bucket: unused here; autotune keys. Key ranges as in fwd_rows_kernel.
     pid = tl.program_id(0)
     tiles = tl.cdiv(n, BM)
     b = pid // tiles
@@ -106,32 +110,13 @@ def bwd_dq_kernel(
     o_k = tl.program_id(1) * BD + tl.arange(0, BD)
     m_k = o_k < d
     m_j = o_j < n
-    start_j = (o_j // r) * r
-    end_j = tl.minimum(start_j + r, n)
-    if DIR == 0:
-        lo_j = start_j
-        hi_j = o_j
-    elif DIR == 1:
-        lo_j = o_j + 1
-        hi_j = end_j
-    else:
-        lo_j = start_j
-        hi_j = end_j
-    real_j = m_j
+    lo_j, hi_j = keys_of(o_j, n, r, DIR)
     if HAS_MASK:
-        real_j = real_j & (tl.load(mask + b * n + o_j, mask=m_j, other=0) != 0)
+        real_j = m_j & (tl.load(mask + b * n + o_j, mask=m_j, other=0) != 0)
+        hi_j = tl.where(real_j, hi_j, lo_j)  # padding queries: empty key range
     last = tl.minimum(m0 + BM, n) - 1
-    first_start = (m0 // r) * r
-    last_end = tl.minimum((last // r) * r + r, n)
-    if DIR == 0:
-        i_lo = first_start
-        i_hi = last
-    elif DIR == 1:
-        i_lo = m0 + 1
-        i_hi = last_end
-    else:
-        i_lo = first_start
-        i_hi = last_end
+    i_lo, inner_hi = keys_of(m0, n, r, DIR)
+    inner_lo, i_hi = keys_of(last, n, r, DIR)
 
     p_j = (b * n + o_j).to(tl.int64)[:, None] * d + o_k[None, :]
     m_jk = m_j[:, None] & m_k[None, :]
@@ -140,21 +125,42 @@ def bwd_dq_kernel(
         b_q += tl.load(bias + o_k, mask=m_k, other=0.0).to(tl.float32)[None, :]
     b_q = b_q * inv_c
     b_g = tl.load(grad_out + p_j, mask=m_jk, other=0.0).to(tl.float32)
-    b_go = b_g * tl.load(out + p_j, mask=m_jk, other=0.0).to(tl.float32)
-    b_lse2 = tl.load(lse + p_j, mask=m_jk, other=float("inf")) * LOG2E
-    b_dh = tl.zeros([BM, BD], dtype=tl.float32)
+    # -lse in log2 units; +inf lse (padding rows, rows with no key) gives p = exp2(-inf) = 0.
+    b_nlse2 = -tl.load(lse + p_j, mask=m_jk, other=float("inf")) * LOG2E
+    # d_head = g sum_i p w (v_i - o), w = 1 - t^2. The saved `out` o_s is rounded to the input
+    # dtype, and that error would add up in d_bias over all queries, so o = o_s + e with
+    # e = sum_i p (v_i - o_s) accumulated here in float32:
+    #   d_head = g (sum_i p w (v_i - o_s) - e sum_i p w)
+    # (the terms are centred on o_s, so nothing large cancels).
+    b_os = tl.load(out + p_j, mask=m_jk, other=0.0).to(tl.float32)
+    b_pwv = tl.zeros([BM, BD], dtype=tl.float32)
+    b_pw = tl.zeros([BM, BD], dtype=tl.float32)
+    b_pv = tl.zeros([BM, BD], dtype=tl.float32)
     for i in range(i_lo, i_hi):
-        allow = real_j & (lo_j <= i) & (i < hi_j)
-        if DIR == 2:
-            allow = allow & (o_j != i)
+        real_i = True
         if HAS_MASK:
-            allow = allow & (tl.load(mask + b * n + i) != 0)
-        p_i = (b * n + i).to(tl.int64) * d + o_k
-        b_dep = tl.load(dep + p_i, mask=m_k, other=0.0).to(tl.float32)
-        b_val = tl.load(value + p_i, mask=m_k, other=0.0).to(tl.float32)
-        t = tanh_f32(b_dep[None, :] * inv_c + b_q, FAST_TANH)
-        p = tl.where(allow[:, None], tl.exp2(t * c_log2e - b_lse2), 0.0)
-        b_dh += p * (b_g * b_val[None, :] - b_go) * (1.0 - t * t)
+            real_i = tl.load(mask + b * n + i) != 0
+        if real_i:
+            p_i = (b * n + i).to(tl.int64) * d + o_k
+            b_dep = tl.load(dep + p_i, mask=m_k, other=0.0).to(tl.float32)
+            b_val = tl.load(value + p_i, mask=m_k, other=0.0).to(tl.float32)
+            t = tanh_f32(b_dep[None, :] * inv_c + b_q, FAST_TANH)
+            inner = (i >= inner_lo) & (i < inner_hi)
+            if DIR == 2:
+                inner = inner & ((i < m0) | (i > last))
+            if inner:
+                p = tl.exp2(t * c_log2e + b_nlse2)
+            else:
+                allow = (lo_j <= i) & (i < hi_j)
+                if DIR == 2:
+                    allow = allow & (o_j != i)
+                p = tl.where(allow[:, None], tl.exp2(t * c_log2e + b_nlse2), 0.0)
+            vd = b_val[None, :] - b_os
+            pw = p * (1.0 - t * t)
+            b_pwv += pw * vd
+            b_pw += pw
+            b_pv += p * vd
+    b_dh = b_g * (b_pwv - b_pv * b_pw)
     tl.store(d_head + p_j, b_dh.to(d_head.dtype.element_ty), mask=m_jk)
 
 
@@ -166,6 +172,8 @@ def bwd_dkv_kernel(
     FAST_TANH: tl.constexpr,
     BN: tl.constexpr, BD: tl.constexpr,
 ):
+    # n_bucket, r_bucket: unused here; autotune keys. The roles of fwd_rows_kernel swapped: the
+    # program owns BN consecutive keys and steps through the union of their query ranges.
     pid = tl.program_id(0)
     tiles = tl.cdiv(n, BN)
     b = pid // tiles
@@ -174,33 +182,13 @@ def bwd_dkv_kernel(
     o_k = tl.program_id(1) * BD + tl.arange(0, BD)
     m_k = o_k < d
     m_i = o_i < n
-    start_i = (o_i // r) * r
-    end_i = tl.minimum(start_i + r, n)
-    # Queries that attend key i.
-    if DIR == 0:
-        lo_i = o_i + 1
-        hi_i = end_i
-    elif DIR == 1:
-        lo_i = start_i
-        hi_i = o_i
-    else:
-        lo_i = start_i
-        hi_i = end_i
-    real_i = m_i
+    lo_i, hi_i = queries_of(o_i, n, r, DIR)
     if HAS_MASK:
-        real_i = real_i & (tl.load(mask + b * n + o_i, mask=m_i, other=0) != 0)
+        real_i = m_i & (tl.load(mask + b * n + o_i, mask=m_i, other=0) != 0)
+        hi_i = tl.where(real_i, hi_i, lo_i)  # padding keys: attended by no query
     last = tl.minimum(m0 + BN, n) - 1
-    first_start = (m0 // r) * r
-    last_end = tl.minimum((last // r) * r + r, n)
-    if DIR == 0:
-        j_lo = m0 + 1
-        j_hi = last_end
-    elif DIR == 1:
-        j_lo = first_start
-        j_hi = last
-    else:
-        j_lo = first_start
-        j_hi = last_end
+    j_lo, inner_hi = queries_of(m0, n, r, DIR)
+    inner_lo, j_hi = queries_of(last, n, r, DIR)
 
     p_i = (b * n + o_i).to(tl.int64)[:, None] * d + o_k[None, :]
     m_ik = m_i[:, None] & m_k[None, :]
@@ -211,23 +199,37 @@ def bwd_dkv_kernel(
     b_dd = tl.zeros([BN, BD], dtype=tl.float32)
     b_dv = tl.zeros([BN, BD], dtype=tl.float32)
     for j in range(j_lo, j_hi):
-        allow = real_i & (lo_i <= j) & (j < hi_i)
-        if DIR == 2:
-            allow = allow & (o_i != j)
+        real_j = True
         if HAS_MASK:
-            allow = allow & (tl.load(mask + b * n + j) != 0)
-        p_j = (b * n + j).to(tl.int64) * d + o_k
-        b_q = tl.load(head + p_j, mask=m_k, other=0.0).to(tl.float32)
-        if HAS_BIAS:
-            b_q += b_bias
-        b_q = b_q * inv_c
-        b_g = tl.load(grad_out + p_j, mask=m_k, other=0.0).to(tl.float32)
-        b_o = tl.load(out + p_j, mask=m_k, other=0.0).to(tl.float32)
-        b_lse2 = tl.load(lse + p_j, mask=m_k, other=float("inf")) * LOG2E
-        t = tanh_f32(b_dep + b_q[None, :], FAST_TANH)
-        p = tl.where(allow[:, None], tl.exp2(t * c_log2e - b_lse2[None, :]), 0.0)
-        pg = p * b_g[None, :]
-        b_dd += pg * (b_val - b_o[None, :]) * (1.0 - t * t)
-        b_dv += pg
+            real_j = tl.load(mask + b * n + j) != 0
+        if real_j:  # a padding query passes no gradient
+            p_j = (b * n + j).to(tl.int64) * d + o_k
+            b_q = tl.load(head + p_j, mask=m_k, other=0.0).to(tl.float32)
+            if HAS_BIAS:
+                b_q += b_bias
+            b_q = b_q * inv_c
+            b_g = tl.load(grad_out + p_j, mask=m_k, other=0.0).to(tl.float32)
+            b_o = tl.load(out + p_j, mask=m_k, other=0.0).to(tl.float32)
+            b_nlse2 = -tl.load(lse + p_j, mask=m_k, other=float("inf")) * LOG2E
+            t = tanh_f32(b_dep + b_q[None, :], FAST_TANH)
+            inner = (j >= inner_lo) & (j < inner_hi)
+            if DIR == 2:
+                inner = inner & ((j < m0) | (j > last))
+            if inner:
+                p = tl.exp2(t * c_log2e + b_nlse2[None, :])
+            else:
+                allow = (lo_i <= j) & (j < hi_i)
+                if DIR == 2:
+                    allow = allow & (o_i != j)
+                p = tl.where(allow[:, None], tl.exp2(t * c_log2e + b_nlse2[None, :]), 0.0)
+            pg = p * b_g[None, :]
+            b_dd += pg * (b_val - b_o[None, :]) * (1.0 - t * t)
+            b_dv += pg
+    if HAS_MASK:
+        # Padding keys get zero gradient; the inner steps did not mask them. The mask is
+        # reloaded rather than kept live through the loop (registers).
+        keep = (tl.load(mask + b * n + o_i, mask=m_i, other=0) != 0)[:, None]
+        b_dd = tl.where(keep, b_dd, 0.0)
+        b_dv = tl.where(keep, b_dv, 0.0)
     tl.store(d_dep + p_i, b_dd.to(d_dep.dtype.element_ty), mask=m_ik)
     tl.store(d_value + p_i, b_dv.to(d_value.dtype.element_ty), mask=m_ik)

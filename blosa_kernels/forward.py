@@ -18,7 +18,7 @@ Two tilings (neither holds an r x r x d or n x n x d tensor; extra memory is the
 import triton
 import triton.language as tl
 
-from blosa_kernels._math import LN2, dir_allows, tanh_f32
+from blosa_kernels._math import LN2, dir_allows, keys_of, tanh_f32
 
 
 @triton.jit
@@ -76,12 +76,15 @@ def fwd_blocks_kernel(
         allow = real_j & real_i[:, None] & dir_allows(o_u, o_v[None, :], DIR)
         allow3 = allow[:, :, None]
         t = tanh_f32(b_dep[:, None, :] * inv_c + b_q, FAST_TANH)
-        s2 = t * c_log2e
         if FIXED_PIVOT:
-            p = tl.where(allow3, tl.exp2(s2 - c_log2e), 0.0)
+            # exp2(c t log2e + off) with off = -c log2e, or -inf for a pair that is not
+            # allowed: the mask costs one select per (query, key), none per feature.
+            off = tl.where(allow, -c_log2e, float("-inf"))
+            p = tl.exp2(t * c_log2e + off[:, :, None])
             b_sum += p
             b_acc += p * b_val[:, None, :]
         else:
+            s2 = t * c_log2e
             m_new = tl.where(allow3, tl.maximum(b_m, s2), b_m)
             alpha = tl.exp2(b_m - m_new)
             p = tl.where(allow3, tl.exp2(s2 - m_new), 0.0)
@@ -109,6 +112,7 @@ def fwd_rows_kernel(
     FIXED_PIVOT: tl.constexpr, FAST_TANH: tl.constexpr,
     BM: tl.constexpr, BD: tl.constexpr,
 ):
+    # n_bucket, r_bucket: unused here; autotune keys (powers of two of n and r).
     pid = tl.program_id(0)
     tiles = tl.cdiv(n, BM)
     b = pid // tiles
@@ -117,33 +121,18 @@ def fwd_rows_kernel(
     o_k = tl.program_id(1) * BD + tl.arange(0, BD)
     m_k = o_k < d
     m_j = o_j < n
-    start_j = (o_j // r) * r
-    end_j = tl.minimum(start_j + r, n)
-    if DIR == 0:
-        lo_j = start_j
-        hi_j = o_j
-    elif DIR == 1:
-        lo_j = o_j + 1
-        hi_j = end_j
-    else:
-        lo_j = start_j
-        hi_j = end_j
+    lo_j, hi_j = keys_of(o_j, n, r, DIR)
     real_j = m_j
     if HAS_MASK:
         real_j = real_j & (tl.load(mask + b * n + o_j, mask=m_j, other=0) != 0)
-    # Union of the key ranges of this tile's queries (queries are consecutive).
+    hi_j = tl.where(real_j, hi_j, lo_j)  # padding queries: empty key range
+    # The queries are consecutive and their key ranges [lo_j, hi_j) nondecreasing in j: the
+    # union runs from the first query's lo to the last's hi; on the intersection ("inner" keys)
+    # every query of the tile has the key, so no per-query mask is needed there (rows that are
+    # padding are zeroed at the end).
     last = tl.minimum(m0 + BM, n) - 1
-    first_start = (m0 // r) * r
-    last_end = tl.minimum((last // r) * r + r, n)
-    if DIR == 0:
-        i_lo = first_start
-        i_hi = last
-    elif DIR == 1:
-        i_lo = m0 + 1
-        i_hi = last_end
-    else:
-        i_lo = first_start
-        i_hi = last_end
+    i_lo, inner_hi = keys_of(m0, n, r, DIR)
+    inner_lo, i_hi = keys_of(last, n, r, DIR)
 
     p_j = (b * n + o_j).to(tl.int64)[:, None] * d + o_k[None, :]
     m_jk = m_j[:, None] & m_k[None, :]
@@ -156,30 +145,43 @@ def fwd_rows_kernel(
     b_acc = tl.zeros([BM, BD], dtype=tl.float32)
     b_m = tl.full([BM, BD], -1.0, dtype=tl.float32) * c_log2e
     for i in range(i_lo, i_hi):
-        allow = real_j & (lo_j <= i) & (i < hi_j)
-        if DIR == 2:
-            allow = allow & (o_j != i)
+        real_i = True
         if HAS_MASK:
-            allow = allow & (tl.load(mask + b * n + i) != 0)
-        allow2 = allow[:, None]
-        p_i = (b * n + i).to(tl.int64) * d + o_k
-        b_dep = tl.load(dep + p_i, mask=m_k, other=0.0).to(tl.float32)
-        b_val = tl.load(value + p_i, mask=m_k, other=0.0).to(tl.float32)
-        t = tanh_f32(b_dep[None, :] * inv_c + b_q, FAST_TANH)
-        s2 = t * c_log2e
-        if FIXED_PIVOT:
-            p = tl.where(allow2, tl.exp2(s2 - c_log2e), 0.0)
-            b_sum += p
-            b_acc += p * b_val[None, :]
-        else:
-            m_new = tl.where(allow2, tl.maximum(b_m, s2), b_m)
-            alpha = tl.exp2(b_m - m_new)
-            p = tl.where(allow2, tl.exp2(s2 - m_new), 0.0)
-            b_sum = b_sum * alpha + p
-            b_acc = b_acc * alpha + p * b_val[None, :]
-            b_m = m_new
+            real_i = tl.load(mask + b * n + i) != 0
+        if real_i:  # a padding key is skipped by every query
+            p_i = (b * n + i).to(tl.int64) * d + o_k
+            b_dep = tl.load(dep + p_i, mask=m_k, other=0.0).to(tl.float32)
+            b_val = tl.load(value + p_i, mask=m_k, other=0.0).to(tl.float32)
+            t = tanh_f32(b_dep[None, :] * inv_c + b_q, FAST_TANH)
+            allow = (lo_j <= i) & (i < hi_j)
+            if DIR == 2:
+                allow = allow & (o_j != i)
+            if FIXED_PIVOT:
+                inner = (i >= inner_lo) & (i < inner_hi)
+                if DIR == 2:
+                    inner = inner & ((i < m0) | (i > last))
+                if inner:
+                    p = tl.exp2(t * c_log2e - c_log2e)
+                else:
+                    off = tl.where(allow, -c_log2e, float("-inf"))  # see fwd_blocks_kernel
+                    p = tl.exp2(t * c_log2e + off[:, None])
+                b_sum += p
+                b_acc += p * b_val[None, :]
+            else:
+                allow2 = allow[:, None]
+                s2 = t * c_log2e
+                m_new = tl.where(allow2, tl.maximum(b_m, s2), b_m)
+                alpha = tl.exp2(b_m - m_new)
+                p = tl.where(allow2, tl.exp2(s2 - m_new), 0.0)
+                b_sum = b_sum * alpha + p
+                b_acc = b_acc * alpha + p * b_val[None, :]
+                b_m = m_new
 
-    has = b_sum > 0.0
+    # Reloaded rather than kept live through the loop (registers).
+    real_j = m_j
+    if HAS_MASK:
+        real_j = real_j & (tl.load(mask + b * n + o_j, mask=m_j, other=0) != 0)
+    has = (b_sum > 0.0) & real_j[:, None]
     safe_sum = tl.where(has, b_sum, 1.0)
     b_out = tl.where(has, b_acc / safe_sum, 0.0)
     if FIXED_PIVOT:

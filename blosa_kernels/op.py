@@ -19,7 +19,7 @@ from torch.library import triton_op, wrap_triton
 
 from blosa._validate import check_attn_args
 from blosa_kernels import configs
-from blosa_kernels._math import DIRECTION_CODE, LOG2E
+from blosa_kernels._math import DIRECTION_CODE
 
 
 def _launcher(name):
@@ -44,17 +44,19 @@ class _Launch:
         self.B, self.n, self.d = B, n, d
         self.r = n if block_len <= 0 or block_len >= n else block_len
         self.nblk = triton.cdiv(n, self.r) if n else 0
-        self.R = triton.next_power_of_2(self.r) if n else 1
+        # int(): under torch.compile with dynamic shapes this specializes on the block length
+        # (the kernels are compiled per power of two of it anyway).
+        self.R = 1 << max(int(self.r) - 1, 0).bit_length()
         self.small = self.R <= configs.SMALL_BLOCK_MAX
         scale = float(scale)
-        self.c, self.inv_c, self.c_log2e = scale, 1.0 / scale, scale * LOG2E
+        self.c, self.inv_c, self.c_log2e = scale, 1.0 / scale, scale * math.log2(math.e)
         self.flags = dict(
             DIR=DIRECTION_CODE[direction],
             HAS_BIAS=bias is not None,
             HAS_MASK=mask is not None,
             FAST_TANH=(not configs.INTERPRET) and str(dep.dtype).split(".")[-1] in configs.FAST_TANH_DTYPES,
         )
-        self.buckets = (triton.next_power_of_2(max(n, 1)), self.R)
+        self.buckets = (1 << max(int(n) - 1, 0).bit_length(), self.R)
 
     def meta(self, kind):
         return configs.interpreter_meta(kind, self.d, self.R) if configs.INTERPRET else {}

@@ -258,7 +258,7 @@ __device__ __forceinline__ bool tile_at(int64_t n, int64_t r, int64_t nblocks,
   t.end = min(t.start + r, n);
   t.j0 = t.start + ti * kTile;
   if (t.j0 >= t.end) return false;  // the last block is shorter
-  t.nq = static_cast<int>(min<int64_t>(kTile, t.end - t.j0));
+  t.nq = static_cast<int>(min(int64_t(kTile), t.end - t.j0));
   t.base = (bb / nblocks) * n;
   return true;
 }

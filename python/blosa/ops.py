@@ -58,9 +58,13 @@ torch.library.register_autograd(
 )
 
 
+# Read once at import: torch.compile cannot trace the dispatcher query itself.
+_CUDA_KERNELS_BUILT = torch._C._dispatch_has_kernel_for_dispatch_key("blosa::masked_block_attn_fwd", "CUDA")
+
+
 def cuda_kernels_built() -> bool:
     """Whether this build of blosa._C has the CUDA C++ kernels."""
-    return torch._C._dispatch_has_kernel_for_dispatch_key("blosa::masked_block_attn_fwd", "CUDA")
+    return _CUDA_KERNELS_BUILT
 
 
 def _fused(dep, head, value, bias, mask, block_len, direction, scale):

@@ -52,6 +52,12 @@ class MaskedBlockSelfAttention(nn.Module):
         self.fuse_f = Dense(d_fuse, d, activation=activation, dropout=dropout)
         self.fuse_g = Dense(d_fuse, d, dropout=dropout)
 
+    @staticmethod
+    def block_mask(mask_blocks: torch.Tensor) -> torch.Tensor:
+        """[B*m, r] token mask -> [B*m] block mask: a block with no real token is no key or query
+        of the inter-block attention (the authors' code forgot this; see MODEL_NOTES)."""
+        return mask_blocks.any(dim=1)
+
     def global_context(self, h: torch.Tensor, mask: torch.Tensor, r: int) -> torch.Tensor:
         """E [B, n, d] from h [B, n, d]: block vectors v, inter-block attention, gate, duplicate."""
         B, n, d = h.shape
@@ -60,7 +66,7 @@ class MaskedBlockSelfAttention(nn.Module):
         h_blocks = F.pad(h, (0, 0, 0, pad)).reshape(B * m, r, d)
         mask_blocks = F.pad(mask, (0, pad), value=False).reshape(B * m, r)
         v = self.block_s2t(h_blocks, mask_blocks).reshape(B, m, d)
-        block_mask = mask_blocks.any(dim=1).reshape(B, m)  # all-padding blocks are no keys
+        block_mask = self.block_mask(mask_blocks).reshape(B, m)
         o = self.inter(v, block_mask, block_len=0)
         gate = torch.sigmoid(self.gate_o(o) + self.gate_v(v))
         e = gate * o + (1 - gate) * v  # [B, m, d]

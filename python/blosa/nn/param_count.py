@@ -56,8 +56,8 @@ def snli_counts() -> list[dict]:
 def main() -> None:
     argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter).parse_args()
     print(f"SNLI configurations, {D_EMBED}-d embeddings (excluded); |theta| = encoder + NLI classifier")
-    print(f"| {'model':<28} | {'name':<24} | D' | {'encoder':>9} | {'classifier':>10} | {'|theta|':>9} | ours (m) | paper (m) |")
-    print(f"|{'-' * 30}|{'-' * 26}|----|{'-' * 11}|{'-' * 12}|{'-' * 11}|----------|-----------|")
+    print(f"| {'model':<28} | {'name':<24} |  D' | {'encoder':>9} | {'classifier':>10} | {'|theta|':>9} | ours (m) | paper (m) |")
+    print(f"|{'-' * 30}|{'-' * 26}|-----|{'-' * 11}|{'-' * 12}|{'-' * 11}|----------|-----------|")
     for r in snli_counts():
         print(f"| {r['model']:<28} | {r['name']:<24} | {r['sentence_dim']:>3} | {r['encoder']:>9,} | "
               f"{r['head']:>10,} | {r['total']:>9,} | {r['total'] / 1e6:>8.2f} | {r['paper_m']:>9} |")

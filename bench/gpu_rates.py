@@ -1,0 +1,154 @@
+"""Score-element rates of the GPU backends of masked_block_attn (CUDA C++ and Triton).
+
+    python bench/gpu_rates.py --out rates.json
+
+Measures forward and forward+backward of every available GPU backend at B=64, d=300, n=384
+with blocks of r=8 and with one block, and full DiSA (one block) at B=8, n=8192, d=300
+(forward+backward and its peak memory), in float32 and bfloat16, direction "forward".
+Times come from CUDA events after warm-up. "Elements" are the allowed (query, key, feature)
+triples, B·(n/r)·r(r−1)/2·d for r-blocks; the rate is set beside the SFU bound of the card
+(one tanh and one exp per element forward: SMs × 16 MUFU/clock × 1.98 GHz / 2 ≈ 2.1e12/s on
+an H100 SXM). Writes a JSON list of records and prints a markdown table. About a minute.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+
+import torch
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
+
+import blosa  # noqa: E402
+
+BACKENDS = ("cuda", "triton")
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
+# (name, B, n, d, block_len, modes)
+CONFIGS = (
+    ("r=8", 64, 384, 300, 8, ("fwd", "fwd+bwd")),
+    ("one block", 64, 384, 300, 0, ("fwd", "fwd+bwd")),
+    ("DiSA n=8192", 8, 8192, 300, 0, ("fwd+bwd",)),
+)
+CLOCK_HZ = 1.98e9  # H100/H200 SXM boost clock
+
+
+def elements(B: int, n: int, d: int, block_len: int, direction: str = "forward") -> int:
+    """Allowed (query, key, feature) triples without a mask."""
+    r = n if block_len <= 0 or block_len >= n else block_len
+    def pairs(m: int) -> int:
+        return {"forward": m * (m - 1) // 2, "backward": m * (m - 1) // 2,
+                "diag": m * (m - 1), "all": m * m}[direction]
+    full, last = divmod(n, r)
+    return B * d * (full * pairs(r) + pairs(last))
+
+
+def sfu_bound() -> float:
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    return sms * 16 * CLOCK_HZ / 2
+
+
+def time_ms(fn, budget_s: float = 0.25) -> float:
+    """Median-free mean time of fn in ms: warm-up, then enough repetitions for ~budget_s."""
+    fn()
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    fn()
+    torch.cuda.synchronize()
+    once = time.perf_counter() - t0
+    reps = max(3, min(50, int(budget_s / max(once, 1e-6))))
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    for _ in range(reps):
+        fn()
+    end.record()
+    torch.cuda.synchronize()
+    return start.elapsed_time(end) / reps
+
+
+def measure(backend, dtype, B, n, d, block_len, mode):
+    gen = torch.Generator(device="cuda").manual_seed(0)
+    dep, head, value = (torch.randn(B, n, d, device="cuda", dtype=dtype, generator=gen) for _ in range(3))
+    bias = torch.randn(d, device="cuda", dtype=dtype, generator=gen)
+    leaves = [t.requires_grad_(mode != "fwd") for t in (dep, head, value, bias)]
+    grad_out = torch.randn(B, n, d, device="cuda", dtype=dtype, generator=gen)
+
+    def call():
+        return blosa.masked_block_attn(*leaves, None, block_len, "forward", 5.0, backend=backend)
+
+    if mode == "fwd":
+        def fn():
+            with torch.no_grad():
+                call()
+    else:
+        def fn():
+            torch.autograd.grad(call(), leaves, grad_out)
+
+    fn()  # compile / autotune outside the timing; raises if the backend is unavailable
+    torch.cuda.synchronize()
+    torch.cuda.reset_peak_memory_stats()
+    base = torch.cuda.memory_allocated()
+    ms = time_ms(fn)
+    peak = torch.cuda.max_memory_allocated() - base
+    return ms, peak
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", required=True, help="JSON file to write")
+    ap.add_argument("--backends", default=",".join(BACKENDS))
+    args = ap.parse_args(argv)
+    if not torch.cuda.is_available():
+        print("no CUDA device; nothing to measure")
+        return 1
+    name = torch.cuda.get_device_name(0)
+    bound = sfu_bound()
+    print(f"device: {name}; torch {torch.__version__}; SFU bound (forward) {bound:.3g} elements/s")
+    records, skipped = [], {}
+    t_start = time.perf_counter()
+    for backend in args.backends.split(","):
+        for dname, dtype in DTYPES.items():
+            for cname, B, n, d, r, modes in CONFIGS:
+                for mode in modes:
+                    if backend in skipped:
+                        continue
+                    try:
+                        ms, peak = measure(backend, dtype, B, n, d, r, mode)
+                    except Exception as e:  # noqa: BLE001  a backend that cannot run is skipped
+                        # (ImportError / RuntimeError when not built or installed; anything
+                        # else from a backend in progress must not stop the other's numbers)
+                        skipped[backend] = f"{type(e).__name__}: {str(e).splitlines()[0][:200]}"
+                        print(f"skipping backend {backend!r}: {skipped[backend]}")
+                        torch.cuda.empty_cache()
+                        continue
+                    el = elements(B, n, d, r)
+                    rate = el / (ms * 1e-3)
+                    # forward costs 2 SFU ops per element; forward+backward is compared with
+                    # the same forward bound (its SFU work is 2-3x larger).
+                    rec = dict(backend=backend, dtype=dname, config=cname, B=B, n=n, d=d,
+                               block_len=r, mode=mode, ms=round(ms, 4), elements=el,
+                               rate=rate, bound=bound, fraction_of_bound=rate / bound,
+                               peak_mib=round(peak / 2**20, 1),
+                               bnd_mib=round(B * n * d * dtype.itemsize / 2**20, 1))
+                    records.append(rec)
+                    print(f"  {backend:6s} {dname:8s} {cname:12s} {mode:7s} {ms:9.3f} ms "
+                          f"{rate:.3g} el/s ({rate / bound:.0%} of bound) peak +{rec['peak_mib']} MiB")
+                    torch.cuda.empty_cache()
+    print()
+    print(f"{name}, bound {bound:.2g} score elements/s (forward)\n")
+    print("| backend | dtype | config | mode | ms | elements/s | of bound | peak extra MiB (B·n·d MiB) |")
+    print("|---|---|---|---|---|---|---|---|")
+    for r in records:
+        print(f"| {r['backend']} | {r['dtype']} | {r['config']} | {r['mode']} | {r['ms']:.3f} | "
+              f"{r['rate']:.3g} | {r['fraction_of_bound']:.0%} | {r['peak_mib']} ({r['bnd_mib']}) |")
+    with open(args.out, "w") as f:
+        json.dump(dict(device=name, torch=torch.__version__, bound=bound, skipped=skipped,
+                       seconds=round(time.perf_counter() - t_start, 1), records=records), f, indent=1)
+    print(f"\nwrote {args.out} ({time.perf_counter() - t_start:.0f} s)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,43 @@
+"""Shared helpers of the tests/test_nn*.py files: fresh random batches and comparisons."""
+from __future__ import annotations
+
+import random
+
+import torch
+
+F64_ATOL = 1e-12  # float64: both sides sum in different orders; 1e-12 is ~5000 ulps of O(1) values
+F64_RTOL = 1e-10
+
+
+def fresh_seed() -> int:
+    """Seed torch with a fresh random seed and return it (put it in assertion messages)."""
+    seed = random.SystemRandom().randrange(2**31)
+    torch.manual_seed(seed)
+    return seed
+
+
+def right_padded_mask(lengths: list[int], n: int) -> torch.Tensor:
+    """[B, n] bool, True for the first lengths[b] positions of row b."""
+    return torch.arange(n)[None, :] < torch.tensor(lengths)[:, None]
+
+
+def random_batch(B: int, n: int, d: int, lengths: list[int] | None = None, garbage: float = 100.0):
+    """x [B, n, d] float64 with large random values at padding, mask [B, n] (right-padded)."""
+    if lengths is None:
+        lengths = [random.randint(0, n) for _ in range(B)]
+        lengths[random.randrange(B)] = n  # at least one full row
+    mask = right_padded_mask(lengths, n)
+    x = torch.randn(B, n, d, dtype=torch.float64)
+    x = torch.where(mask[..., None], x, garbage * torch.randn_like(x))
+    return x, mask
+
+
+def assert_close(actual: torch.Tensor, expected: torch.Tensor, what: str, seed: int,
+                 atol: float = F64_ATOL, rtol: float = F64_RTOL) -> None:
+    torch.testing.assert_close(actual, expected, atol=atol, rtol=rtol,
+                               msg=lambda m: f"{what} (seed={seed}): {m}")
+
+
+def weighted_loss(tokens: torch.Tensor, sentence: torch.Tensor, w_tok: torch.Tensor, w_sent: torch.Tensor):
+    """A scalar whose gradient reaches every output element with a different weight."""
+    return (tokens * w_tok).sum() + (sentence * w_sent).sum()

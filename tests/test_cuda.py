@@ -1,0 +1,272 @@
+"""The CUDA C++ kernels (csrc/cuda/) against the float64 reference, on a GPU.
+
+Every test is skipped, with the reason, where there is no GPU or the build has no CUDA kernels.
+float64 must match the reference tightly. float32 runs tanh.approx / ex2.approx (see
+csrc/blosa_math.h), so it gets an absolute slack scaled by the size of the result.
+float16/bfloat16 are judged the flash-attention way: the kernel's error against float64 must
+be at most twice the error of the reference computed in that dtype, plus a small slack.
+Set BLOSA_CUDA_ERR_LOG=FILE to write the largest measured error per dtype to FILE (JSON).
+"""
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+import torch
+
+from attn_cases import DIRECTIONS, MASK_KINDS, generator_for, make_mask
+from blosa import masked_block_attn, masked_block_attn_ref
+from blosa.ops import cuda_kernels_built
+
+if not torch.cuda.is_available():
+    pytest.skip("no CUDA device: torch.cuda.is_available() is False", allow_module_level=True)
+if not cuda_kernels_built():
+    pytest.skip("this build of blosa._C has no CUDA kernels (rebuild with BLOSA_CUDA=1)",
+                allow_module_level=True)
+
+DEV = torch.device("cuda")
+LOW = (torch.float16, torch.bfloat16)
+DTYPES = (torch.float32, torch.bfloat16, torch.float16, torch.float64)
+# Slack relative to max |reference| (per output or gradient), on top of the 2x rule. The
+# float kernels' tanh.approx has a relative error up to ~2^-11, which also enters the 1 - t^2
+# of the gradients where tanh saturates (small scales), where the low-precision references
+# round t to exactly 1: hence ~1e-2. Index or masking bugs give errors of order 1. Tighten
+# these with the errors measured on a GPU (BLOSA_CUDA_ERR_LOG).
+SLACK = {torch.float64: 1e-9, torch.float32: 1e-2, torch.bfloat16: 1e-2, torch.float16: 1e-2}
+# (n, block_len): 1, 3, 5 (does not divide 11), 11 (= n), 16 (> n); at n = 45: 8 (largest
+# register-resident block), 20 (tiled, last block shorter) and 0 (one block, tiled).
+SHAPES = ((11, 1), (11, 3), (11, 5), (11, 11), (11, 16), (45, 8), (45, 20), (45, 0))
+SCALES = (0.5, 5.0, 17.0, 100.0)  # 100 > 40 takes the running-maximum path
+
+_errors: dict[str, float] = {}
+
+
+def _record(key: str, err: float) -> None:
+    _errors[key] = max(_errors.get(key, 0.0), err)
+
+
+def teardown_module():
+    path = os.environ.get("BLOSA_CUDA_ERR_LOG")
+    if path and _errors:
+        with open(path, "w") as f:
+            json.dump(dict(sorted(_errors.items())), f, indent=1)
+
+
+def draw(gen, shape, spread=2.0):
+    return torch.randn(*shape, generator=gen, dtype=torch.float64) * spread
+
+
+def make_case(B, n, d, gen, with_bias, mask_kind, spread=2.0):
+    """float64 CPU leaves dep, head, value, bias (or None), the mask and grad_out."""
+    dep, head, value = (draw(gen, (B, n, d), spread) for _ in range(3))
+    bias = draw(gen, (d,), spread) if with_bias else None
+    mask = make_mask(mask_kind, B, n, gen)
+    grad_out = draw(gen, (B, n, d), 1.0)
+    return [dep, head, value, bias], mask, grad_out
+
+
+def run(fn, inputs, mask, grad_out, dtype, *settings):
+    """out and gradients of every non-None input, with inputs cast to dtype on the GPU."""
+    xs = [None if t is None else t.to(DEV, dtype).requires_grad_() for t in inputs]
+    m = None if mask is None else mask.to(DEV)
+    out = fn(*xs, m, *settings)
+    present = [t for t in xs if t is not None]
+    gs = torch.autograd.grad(out, present, grad_out.to(DEV, dtype))
+    return [out.detach()] + list(gs)
+
+
+def err(a, b):
+    return (a.double() - b.double()).abs().max().item() if a.numel() else 0.0
+
+
+def check(dtype, direction, block_len, mask_kind, B=3, n=11, d=70, scale=None, with_bias=None,
+          spread=2.0):
+    gen = generator_for("cuda", dtype, direction, block_len, mask_kind, n, d, scale, with_bias)
+    if with_bias is None:
+        with_bias = bool(torch.randint(0, 2, (1,), generator=gen))
+    if scale is None:
+        scale = SCALES[int(torch.randint(0, len(SCALES), (1,), generator=gen))]
+    inputs, mask, grad_out = make_case(B, n, d, gen, with_bias, mask_kind, spread)
+    settings = (block_len, direction, scale)
+    kern = lambda *a: masked_block_attn(*a, backend="cuda")  # noqa: E731
+    got = run(kern, inputs, mask, grad_out, dtype, *settings)
+    want = run(masked_block_attn_ref, inputs, mask, grad_out, torch.float64, *settings)
+    same_dtype = run(masked_block_attn_ref, inputs, mask, grad_out, dtype, *settings)
+    names = ["out", "d_dep", "d_head", "d_value", "d_bias"]
+    for name, g, w, s in zip(names, got, want, same_dtype):
+        assert g.dtype == dtype and g.shape == w.shape, name
+        assert torch.isfinite(g).all(), f"{name}: non-finite values"
+        e, e_ref = err(g, w), err(s, w)
+        scale_of = w.abs().max().item() if w.numel() else 0.0
+        bound = 2 * e_ref + SLACK[dtype] * max(scale_of, 1e-3)
+        _record(f"{dtype}/{name}/abs", e)
+        if scale_of > 0:
+            _record(f"{dtype}/{name}/rel_to_max", e / scale_of)
+        assert e <= bound, (f"{name} ({dtype}, {direction}, r={block_len}, {mask_kind}, "
+                            f"c={scale}): error {e:.3g} > bound {bound:.3g} "
+                            f"(reference in {dtype}: {e_ref:.3g}, max |ref| {scale_of:.3g})")
+    if mask is not None:  # padding queries give exactly 0 and pass no gradient
+        pad = ~mask.to(DEV)
+        assert (got[0][pad] == 0).all()
+        assert (got[2][pad] == 0).all()  # d_head
+
+
+@pytest.mark.parametrize("mask_kind", MASK_KINDS)
+@pytest.mark.parametrize("n, block_len", SHAPES)
+@pytest.mark.parametrize("direction", DIRECTIONS)
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_matches_reference(dtype, direction, n, block_len, mask_kind):
+    check(dtype, direction, block_len, mask_kind, n=n)
+
+
+@pytest.mark.parametrize("scale", (0.5, 5.0, 39.0, 41.0, 100.0))
+@pytest.mark.parametrize("n, block_len", ((13, 4), (40, 0)))
+@pytest.mark.parametrize("dtype", (torch.float32, torch.float64, torch.bfloat16), ids=str)
+def test_every_scale(dtype, n, block_len, scale):
+    # spread = scale reaches tanh saturation; both pivot paths on both kernel layouts.
+    for direction in ("forward", "all"):
+        check(dtype, direction, block_len, "holes", n=n, d=33, scale=scale, with_bias=True,
+              spread=min(scale, 8.0))
+
+
+@pytest.mark.parametrize("with_bias", (False, True))
+@pytest.mark.parametrize("block_len", (0, 1))
+@pytest.mark.parametrize("direction", DIRECTIONS)
+def test_single_token(direction, block_len, with_bias):
+    check(torch.float32, direction, block_len, "none", B=2, n=1, d=5, scale=5.0,
+          with_bias=with_bias)
+
+
+@pytest.mark.parametrize("n, d", [(2, 3), (9, 1), (64, 33), (129, 3)])
+@pytest.mark.parametrize("direction", DIRECTIONS)
+def test_odd_sizes(direction, n, d):
+    for block_len in (3, 8, 9, 0):
+        check(torch.float64, direction, block_len, "holes", B=2, n=n, d=d, scale=5.0)
+
+
+@pytest.mark.parametrize("dtype", (torch.float64, torch.float32), ids=str)
+@pytest.mark.parametrize("block_len", (3, 0))
+@pytest.mark.parametrize("direction", DIRECTIONS)
+def test_lse_matches_cpu_and_is_inf_exactly_without_keys(direction, block_len, dtype):
+    gen = generator_for("lse", direction, block_len, dtype)
+    inputs, mask, _ = make_case(3, 17, 9, gen, True, "holes")
+    mask[0] = False
+    for scale in (5.0, 100.0):
+        cpu = torch.ops.blosa.masked_block_attn_fwd(*[t.to(dtype) for t in inputs], mask,
+                                                    block_len, direction, scale)
+        gpu = torch.ops.blosa.masked_block_attn_fwd(*[t.to(DEV, dtype) for t in inputs],
+                                                    mask.to(DEV), block_len, direction, scale)
+        lse_dt = torch.float64 if dtype == torch.float64 else torch.float32
+        assert gpu[1].dtype == lse_dt and gpu[0].dtype == dtype
+        no_key = torch.isinf(cpu[1])
+        assert torch.equal(torch.isinf(gpu[1]).cpu(), no_key)
+        assert (gpu[1][no_key.to(DEV)] > 0).all() and (gpu[0][no_key.to(DEV)] == 0).all()
+        tol = dict(atol=1e-9, rtol=1e-9) if dtype == torch.float64 else dict(atol=2e-2, rtol=2e-3)
+        torch.testing.assert_close(gpu[1].cpu()[~no_key], cpu[1][~no_key].to(lse_dt), **tol)
+
+
+@pytest.mark.parametrize("dtype", (torch.float32, torch.bfloat16), ids=str)
+@pytest.mark.parametrize("block_len", (8, 0))
+def test_backward_is_deterministic(block_len, dtype):
+    gen = generator_for("det", block_len, dtype)
+    inputs, mask, grad_out = make_case(4, 300, 96, gen, True, "right_pad")
+    xs = [t.to(DEV, dtype) for t in inputs]
+    m, g = mask.to(DEV), grad_out.to(DEV, dtype)
+    out, lse = torch.ops.blosa.masked_block_attn_fwd(*xs, m, block_len, "diag", 5.0)
+    first = torch.ops.blosa.masked_block_attn_bwd(g, *xs, m, out, lse, block_len, "diag", 5.0)
+    for _ in range(3):
+        again = torch.ops.blosa.masked_block_attn_bwd(g, *xs, m, out, lse, block_len, "diag", 5.0)
+        for a, b in zip(first, again):
+            assert torch.equal(a, b)
+
+
+@pytest.mark.parametrize("block_len", (4, 0))
+def test_non_contiguous_inputs(block_len):
+    gen = generator_for("strides", block_len)
+    big = [torch.randn(4, 20, 30, generator=gen, dtype=torch.float64).to(DEV) for _ in range(3)]
+    dep = big[0][::2, :, 1::2]
+    head = big[1].transpose(0, 1).contiguous().transpose(0, 1)[::2, :, :15]
+    value = big[2][1::2, :, ::2]
+    bias = torch.randn(30, generator=gen, dtype=torch.float64).to(DEV)[::2]
+    mask = (torch.rand(20, 2, generator=gen) > 0.2).t().to(DEV)
+    assert not dep.is_contiguous() and not value.is_contiguous() and not mask.is_contiguous()
+    leaves = [t.detach().requires_grad_() for t in (dep, head, value, bias)]
+    out = masked_block_attn(*leaves, mask, block_len, "backward", backend="cuda")
+    ref = masked_block_attn_ref(*leaves, mask, block_len, "backward")
+    torch.testing.assert_close(out, ref, atol=1e-10, rtol=1e-9)
+    grad = torch.randn_like(out).transpose(0, 1).contiguous().transpose(0, 1)  # non-contiguous
+    for a, b in zip(torch.autograd.grad(out, leaves, grad), torch.autograd.grad(ref, leaves, grad)):
+        torch.testing.assert_close(a, b, atol=1e-10, rtol=1e-9)
+
+
+def sample_args(dtype, block_len, mask_kind="holes", with_bias=True, n=13):
+    gen = generator_for("opcheck-cuda", dtype, block_len, mask_kind)
+    inputs, mask, _ = make_case(2, n, 5, gen, with_bias, mask_kind)
+    xs = [None if t is None else t.to(DEV, dtype).requires_grad_() for t in inputs]
+    return (*xs, None if mask is None else mask.to(DEV))
+
+
+@pytest.mark.parametrize("dtype", (torch.float64, torch.float32, torch.bfloat16), ids=str)
+@pytest.mark.parametrize("direction, block_len", [("forward", 3), ("backward", 0), ("diag", 10)])
+def test_opcheck_fwd(direction, block_len, dtype):
+    args = sample_args(dtype, block_len, with_bias=dtype != torch.bfloat16)
+    torch.library.opcheck(torch.ops.blosa.masked_block_attn_fwd, (*args, block_len, direction, 5.0))
+
+
+@pytest.mark.parametrize("block_len", (3, 0))
+def test_opcheck_bwd(block_len):
+    dep, head, value, bias, mask = (t.detach() if t is not None else None
+                                    for t in sample_args(torch.float32, block_len))
+    out, lse = torch.ops.blosa.masked_block_attn_fwd(dep, head, value, bias, mask, block_len, "all", 5.0)
+    grad_out = torch.randn_like(out)
+    torch.library.opcheck(torch.ops.blosa.masked_block_attn_bwd,
+                          (grad_out, dep, head, value, bias, mask, out, lse, block_len, "all", 5.0))
+
+
+def test_torch_compile_fullgraph_matches_eager():
+    torch._dynamo.reset()
+    lin = torch.nn.Linear(6, 12, dtype=torch.float32, device=DEV)
+
+    def layer(x, mask):
+        dep, head = lin(x).chunk(2, dim=-1)
+        return torch.ops.blosa.masked_block_attn(dep, head, x, None, mask, 4, "forward", 5.0).relu().sum(dim=1)
+
+    gen = generator_for("compile-cuda")
+    x = torch.randn(3, 10, 6, generator=gen).to(DEV).requires_grad_()
+    mask = make_mask("right_pad", 3, 10, gen).to(DEV)
+    compiled = torch.compile(layer, fullgraph=True)
+    got, want = compiled(x, mask), layer(x, mask)
+    torch.testing.assert_close(got, want)
+    for a, b in zip(torch.autograd.grad(got.sum(), [x, lin.weight]),
+                    torch.autograd.grad(want.sum(), [x, lin.weight])):
+        torch.testing.assert_close(a, b)
+
+
+def test_full_disa_8192_linear_memory():
+    """One block of n = 8192: checks sampled queries against a direct float64 computation, and
+    that peak memory stays O(B·n·d) (a [n, n, d] tensor would be 16 GiB here)."""
+    B, n, d, c = 2, 8192, 64, 5.0
+    gen = generator_for("disa")
+    dep, head, value = (draw(gen, (B, n, d)).float().to(DEV) for _ in range(3))
+    bias = draw(gen, (d,)).float().to(DEV)
+    leaves = [t.requires_grad_() for t in (dep, head, value, bias)]
+    torch.cuda.synchronize()
+    torch.cuda.reset_peak_memory_stats()
+    base = torch.cuda.memory_allocated()
+    out = masked_block_attn(*leaves, None, 0, "forward", c, backend="cuda")
+    grads = torch.autograd.grad(out, leaves, torch.ones_like(out))
+    torch.cuda.synchronize()
+    grown = torch.cuda.max_memory_allocated() - base
+    bnd = B * n * d * 4
+    assert grown < 16 * bnd, f"peak memory grew by {grown / 2**20:.0f} MiB, B·n·d·4 = {bnd / 2**20:.0f} MiB"
+    assert all(torch.isfinite(g).all() for g in grads)
+    for j in (1, 2, 1000, 4097, n - 1):
+        z = dep[:, :j].double() + head[:, j:j + 1].double() + bias.double()
+        p = torch.softmax(c * torch.tanh(z / c), dim=1)
+        want = (p * value[:, :j].double()).sum(dim=1)
+        torch.testing.assert_close(out[:, j].double(), want, atol=1e-2, rtol=0)  # tanh.approx
+    assert (out[:, 0] == 0).all()
+    # d_value summed over keys is sum_j g_j over queries with a key: every query but the first.
+    torch.testing.assert_close(grads[2].double().sum(dim=1), torch.full((B, d), n - 1.0, device=DEV,
+                               dtype=torch.float64), rtol=1e-4, atol=0)

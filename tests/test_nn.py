@@ -1,0 +1,267 @@
+"""The Bi-BloSAN model family (blosa.nn): fused vs reference, padding, block length, counts."""
+from __future__ import annotations
+
+import math
+import random
+
+import pytest
+import torch
+
+from blosa.nn import (ATTENTION_ENCODERS, ENCODERS, BiBloSAN, DiSAN, MaskedBlockSelfAttention, Source2Token,
+                      block_len_for_dataset, block_len_for_length, build_encoder, resolve_block_len,
+                      set_backend)
+from nn_helpers import assert_close, fresh_seed, random_batch, right_padded_mask, weighted_loss
+
+ATTENTION_MODELS = ["bibosan", "bibosan_no_local", "bibosan_no_global", "disan"]
+
+
+def _attn_kw(name: str, block_len) -> dict:
+    return {"block_len": block_len} if name.startswith("bibosan") else {}
+
+
+def _fused_and_reference(name, d_in, hidden, **kw):
+    """A fused ("cpu") model and a "reference" model loaded from its state_dict, float64."""
+    fused = build_encoder(name, d_in, hidden, backend="cpu", **kw).double()
+    ref = build_encoder(name, d_in, hidden, backend="reference", **kw).double()
+    ref.load_state_dict(fused.state_dict())  # strict: same parameters and names
+    return fused, ref
+
+
+def _outputs_and_grads(model, x, mask, w_tok, w_sent):
+    model.zero_grad(set_to_none=True)
+    x = x.clone().requires_grad_(True)
+    tokens, sentence = model(x, mask)
+    weighted_loss(tokens, sentence, w_tok, w_sent).backward()
+    grads = {name: p.grad for name, p in model.named_parameters()}
+    return tokens.detach(), sentence.detach(), x.grad, grads
+
+
+# ---------------------------------------------------------------- fused vs reference
+
+@pytest.mark.parametrize("name", ATTENTION_MODELS)
+@pytest.mark.parametrize("case", range(3))
+def test_fused_matches_reference_outputs_and_every_gradient(name, case):
+    seed = fresh_seed()
+    B, n = random.randint(1, 4), random.randint(1, 24)
+    d_in, hidden = random.randint(2, 7), random.randint(2, 6)
+    block_len = random.choice(["auto", random.randint(1, n + 2)])
+    fused, ref = _fused_and_reference(name, d_in, hidden, **_attn_kw(name, block_len))
+    x, mask = random_batch(B, n, d_in)
+    w_tok = torch.randn(B, n, fused.token_dim, dtype=torch.float64)
+    w_sent = torch.randn(B, fused.sentence_dim, dtype=torch.float64)
+    got = _outputs_and_grads(fused, x, mask, w_tok, w_sent)
+    want = _outputs_and_grads(ref, x, mask, w_tok, w_sent)
+    where = f"{name} B={B} n={n} r={block_len} mask={mask.sum(1).tolist()}"
+    assert_close(got[0], want[0], f"tokens, {where}", seed)
+    assert_close(got[1], want[1], f"sentence, {where}", seed)
+    assert_close(got[2], want[2], f"d embeddings, {where}", seed)
+    assert got[3].keys() == want[3].keys()
+    for pname, g in want[3].items():
+        assert g is not None, f"{pname} got no gradient ({where})"
+        assert_close(got[3][pname], g, f"d {pname}, {where}", seed)
+
+
+@pytest.mark.parametrize("direction", ["forward", "backward"])
+@pytest.mark.parametrize("local, global_", [(True, True), (False, True), (True, False)])
+def test_mblosa_fused_matches_reference(direction, local, global_):
+    seed = fresh_seed()
+    B, n, d = random.randint(1, 4), random.randint(1, 30), random.randint(2, 8)
+    r = random.randint(1, n + 1)
+    mods = [MaskedBlockSelfAttention(d, direction, block_len=r, backend=b, use_local=local,
+                                     use_global=global_).double() for b in ("cpu", "reference")]
+    mods[1].load_state_dict(mods[0].state_dict())
+    x, mask = random_batch(B, n, d)
+    w = torch.randn(B, n, d, dtype=torch.float64)
+    outs = []
+    for m in mods:
+        xx = x.clone().requires_grad_(True)
+        u = m(xx, mask)
+        (u * w).sum().backward()
+        outs.append((u.detach(), xx.grad, [p.grad for p in m.parameters()]))
+    where = f"{direction} local={local} global={global_} n={n} r={r}"
+    assert_close(outs[0][0], outs[1][0], f"u, {where}", seed)
+    assert_close(outs[0][1], outs[1][1], f"d x, {where}", seed)
+    for g, h in zip(outs[0][2], outs[1][2]):
+        assert_close(g, h, f"d param, {where}", seed)
+
+
+def test_set_backend_switches_every_attention_and_keeps_state_dict():
+    model = build_encoder("bibosan", 5, 4, backend="cpu")
+    keys = list(model.state_dict())
+    set_backend(model, "reference")
+    attns = [m for m in model.modules() if hasattr(m, "backend")]
+    assert len(attns) == 4 and all(m.backend == "reference" for m in attns)  # 2 directions x (intra, inter)
+    assert list(model.state_dict()) == keys
+    with pytest.raises(ValueError, match="backend"):
+        set_backend(model, "tpu")
+
+
+# ---------------------------------------------------------------- padding
+
+def _assert_batch_independent(model, d_in, L, r_extra, seed):
+    """The same sentence alone and inside a padded batch (garbage at padding) gives the same
+    token vectors and sentence vector. Returns nothing; asserts."""
+    x1, m1 = random_batch(1, L, d_in, lengths=[L])
+    n = L + r_extra
+    B = random.randint(2, 4)
+    row = random.randrange(B)
+    lengths = [random.randint(0, n) for _ in range(B)]
+    lengths[row] = L
+    xb, mb = random_batch(B, n, d_in, lengths=lengths)
+    xb[row, :L] = x1[0]
+    with torch.no_grad():
+        t1, s1 = model(x1, m1)
+        tb, sb = model(xb, mb)
+    assert_close(tb[row, :L], t1[0], f"tokens of a sentence of length {L} in a batch of n={n}", seed)
+    assert_close(sb[row], s1[0], f"sentence vector, length {L} in a batch of n={n}", seed)
+    assert torch.all(tb[~mb] == 0), f"token outputs at padding are not 0 (seed={seed})"
+
+
+@pytest.mark.parametrize("name", ATTENTION_MODELS)
+@pytest.mark.parametrize("backend", ["cpu", "reference"])
+def test_same_sentence_same_vector_whatever_the_padding(name, backend):
+    seed = fresh_seed()
+    L, r = random.randint(1, 12), random.randint(1, 5)
+    d_in = random.randint(2, 6)
+    model = build_encoder(name, d_in, 4, backend=backend, **_attn_kw(name, r)).double().eval()
+    # 2r extra positions: the padded batch has blocks that are entirely padding
+    _assert_batch_independent(model, d_in, L, 2 * r + random.randint(0, 5), seed)
+
+
+class _UnmaskedBlocks(MaskedBlockSelfAttention):
+    """The authors' bug: blocks that are entirely padding take part in the inter-block attention."""
+
+    @staticmethod
+    def block_mask(mask_blocks):
+        return torch.ones_like(mask_blocks[:, 0])
+
+
+def test_batch_independence_check_catches_unmasked_padding_blocks():
+    seed = fresh_seed()
+    model = BiBloSAN(4, 3, block_len=2, backend="cpu").double().eval()
+    # backward direction: a block sees the blocks after it, the last 3 being padding here.
+    # (L=6 fills 3 whole blocks: with a padded last block h there would be 0 and so would v.)
+    model.bi_blosa.bw.__class__ = _UnmaskedBlocks
+    with pytest.raises(AssertionError, match="length 6"):
+        _assert_batch_independent(model, 4, L=6, r_extra=6, seed=seed)
+
+
+@pytest.mark.parametrize("name, backend", [(name, "auto") for name in sorted(ENCODERS)]
+                         + [(name, "reference") for name in ATTENTION_ENCODERS])
+def test_no_nan_with_length_one_and_all_padding_rows(name, backend):
+    seed = fresh_seed()
+    kw = {"backend": backend} if name in ATTENTION_ENCODERS else {}
+    n, d_in = random.randint(2, 9), 5
+    model = build_encoder(name, d_in, 4, **kw).double()
+    x, mask = random_batch(3, n, d_in, lengths=[1, 0, n])
+    x.requires_grad_(True)
+    tokens, sentence = model(x, mask)
+    (tokens.sum() + sentence.sum()).backward()
+    assert torch.isfinite(tokens).all() and torch.isfinite(sentence).all(), f"seed={seed}"
+    assert torch.isfinite(x.grad).all(), f"seed={seed}"
+    for pname, p in model.named_parameters():
+        assert p.grad is None or torch.isfinite(p.grad).all(), f"{pname} (seed={seed})"
+    assert torch.all(tokens[1] == 0) and torch.all(sentence[1] == 0), f"all-padding row (seed={seed})"
+    assert torch.all(tokens[0, 1:] == 0), f"padding after a length-1 row (seed={seed})"
+    assert torch.all(x.grad[~mask] == 0), f"gradient reached padding (seed={seed})"
+
+
+def test_source2token_gives_padding_no_weight():
+    seed = fresh_seed()
+    s2t = Source2Token(6).double()
+    x, mask = random_batch(2, 7, 6, lengths=[4, 0])
+    s = s2t(x, mask)
+    assert_close(s[0], s2t(x[:1, :4], mask[:1, :4])[0], "source2token ignores padding", seed)
+    assert torch.all(s[1] == 0)
+
+
+# ---------------------------------------------------------------- block length
+
+def test_auto_block_len_is_ceil_cbrt_2n():
+    # hand-computed: 2n = 2 -> 1.26 -> 2; 8 -> 2 exactly; 64 -> 4 exactly; 66 -> 4.04 -> 5;
+    # 1000 -> 10 exactly; 2*60 = 120 -> 4.93 -> 5
+    for n, r in [(1, 2), (4, 2), (32, 4), (33, 5), (500, 10), (60, 5)]:
+        assert block_len_for_length(n) == r == resolve_block_len("auto", n), n
+    assert resolve_block_len(7, 100) == 7
+    for bad in (0, -1, 2.0, True, "big"):
+        with pytest.raises(ValueError):
+            resolve_block_len(bad, 10)
+
+
+def test_block_len_for_dataset_appendix_a():
+    # r = ceil(cbrt(2 (sigma sqrt(2 ln B) + mu))), by hand:
+    # mu=20, sigma=5, B=64: sqrt(2 ln 64) = 2.884053 -> 2 (14.420 + 20) = 68.84 -> 4.099 -> 5
+    assert block_len_for_dataset(20, 5, 64) == 5
+    # mu=14, sigma=6, B=64: 2 (17.304 + 14) = 62.61 -> 3.971 -> 4
+    assert block_len_for_dataset(14, 6, 64) == 4
+    # mu=10, sigma=3, B=32: sqrt(2 ln 32) = 2.632769 -> 2 (7.898 + 10) = 35.80 -> 3.296 -> 4
+    assert block_len_for_dataset(10, 3, 32) == 4
+    # B=1: ln 1 = 0 -> cbrt(2 mu); 2 * 13.5 = 27 is a perfect cube -> exactly 3, not 4
+    assert block_len_for_dataset(13.5, 7.0, 1) == 3
+    # sigma=0: 2 * 32 = 64 -> 4
+    assert block_len_for_dataset(32, 0, 128) == 4
+    got = block_len_for_dataset(20, 5, 64)
+    assert got == math.ceil((2 * (5 * math.sqrt(2 * math.log(64)) + 20)) ** (1 / 3))
+    for args in [(0, 1, 64), (10, -1, 64), (10, 1, 0), (10, 1, 2.5), (float("nan"), 1, 4)]:
+        with pytest.raises(ValueError):
+            block_len_for_dataset(*args)
+
+
+def test_block_len_changes_the_blocks():
+    seed = fresh_seed()
+    model = BiBloSAN(4, 3, block_len=2, backend="cpu").double().eval()
+    x, mask = random_batch(2, 9, 4, lengths=[9, 6])
+    a = model(x, mask)[1]
+    model.bi_blosa.fw.block_len = model.bi_blosa.bw.block_len = 3
+    b = model(x, mask)[1]
+    assert not torch.allclose(a, b), f"block_len had no effect (seed={seed})"
+
+
+# ---------------------------------------------------------------- configuration
+
+def test_activation_and_dropout_placement_are_configurable():
+    seed = fresh_seed()
+    x, mask = random_batch(2, 6, 4, lengths=[6, 3])
+    relu = BiBloSAN(4, 3, block_len=2).double().eval()
+    elu = BiBloSAN(4, 3, block_len=2, activation="elu").double().eval()
+    elu.load_state_dict(relu.state_dict())
+    assert not torch.allclose(relu(x, mask)[1], elu(x, mask)[1]), f"seed={seed}"
+    drop = BiBloSAN(4, 3, block_len=2, dropout=0.5, dropout_at=("input", "dense", "output")).double()
+    drop.load_state_dict(relu.state_dict())
+    tokens, _ = drop.train()(x, mask)
+    assert torch.all(tokens[~mask] == 0)
+    assert_close(drop.eval()(x, mask)[1], relu(x, mask)[1], "dropout is off in eval", seed)
+    with pytest.raises(ValueError, match="dropout_at"):
+        BiBloSAN(4, 3, dropout_at=("everywhere",))
+    with pytest.raises(ValueError, match="activation"):
+        BiBloSAN(4, 3, activation="swishy")
+
+
+def test_glorot_weights_zero_biases():
+    fresh_seed()
+    model = DiSAN(50, 40)
+    for name, p in model.named_parameters():
+        if p.dim() == 1:
+            assert torch.all(p == 0), name  # biases and f_bias start at 0
+        else:
+            bound = math.sqrt(6.0 / (p.shape[0] + p.shape[1]))
+            assert p.abs().max() <= bound and p.abs().max() > 0.8 * bound, name
+
+
+def test_build_encoder_rejects_unknown_names():
+    with pytest.raises(ValueError, match="unknown encoder"):
+        build_encoder("bert", 4, 4)
+
+
+def test_snli_parameter_counts():
+    from blosa.nn.param_count import nli_head, snli_counts
+
+    rows = {r["name"]: r for r in snli_counts()}
+    d, e = 240, 300  # Bi-BloSAN 480D: per direction, by hand
+    per_dir = (e * d + d) + (2 * d * d + d) + 2 * (d * d + d) + (2 * d * d + d) + (2 * d * d + d) + 2 * (3 * d * d + d)
+    assert rows["bibosan"]["encoder"] == 2 * per_dir + 2 * (480 * 480 + 480) == 2_222_400
+    assert rows["disan"]["encoder"] == 2 * (90_300 + 180_300 + 180_300) + 2 * (600 * 600 + 600)
+    assert sum(p.numel() for p in nli_head(480).parameters()) == 1920 * 300 + 300 + 903
+    for r in rows.values():  # |theta| rounds to the paper's value, except "w/o Local" (see docs/MODELS.md)
+        if r["name"] != "bibosan_no_local":
+            assert abs(r["total"] / 1e6 - r["paper_m"]) < 0.1, r

@@ -1,0 +1,102 @@
+"""The model family on a GPU: every backend against the reference model, baselines with cuDNN
+and scaled_dot_product_attention, torch.compile on CUDA. Skipped (with the reason) without CUDA.
+
+Tolerances: the CUDA C++ kernels compute float64 in float64 (tight); the Triton kernels compute
+float64 inputs in float32 (see blosa_kernels/op.py), so they get a float32-level slack.
+"""
+from __future__ import annotations
+
+import random
+
+import pytest
+import torch
+
+from blosa.ops import cuda_kernels_built
+from blosa.nn import build_encoder
+from nn_helpers import assert_close, fresh_seed, random_batch, weighted_loss
+
+if not torch.cuda.is_available():
+    pytest.skip("no CUDA device: torch.cuda.is_available() is False", allow_module_level=True)
+
+DEV = torch.device("cuda")
+GPU_BACKENDS = (["cuda"] if cuda_kernels_built() else []) + ["triton", "auto"]
+TOL = {"cuda": (1e-10, 1e-8), "triton": (2e-4, 2e-3)}  # (atol, rtol) after scaling by max |ref|
+
+
+def _tol(backend):
+    if backend == "auto":  # resolve_backend: the CUDA C++ kernels when built, else Triton
+        backend = "cuda" if cuda_kernels_built() else "triton"
+    return TOL[backend]
+
+
+def _grads(model, x, mask, w_tok, w_sent):
+    model.zero_grad(set_to_none=True)
+    x = x.clone().requires_grad_(True)
+    tokens, sentence = model(x, mask)
+    weighted_loss(tokens, sentence, w_tok, w_sent).backward()
+    return [tokens.detach(), sentence.detach(), x.grad] + [p.grad for p in model.parameters()]
+
+
+@pytest.mark.parametrize("backend", GPU_BACKENDS)
+@pytest.mark.parametrize("name", ["bibosan", "disan", "bibosan_no_local", "bibosan_no_global"])
+def test_gpu_backend_matches_reference_model(name, backend):
+    seed = fresh_seed()
+    B, n, d_in, hidden = 4, random.randint(20, 60), 16, 12
+    kw = {"block_len": random.choice(["auto", random.randint(1, n)])} if name.startswith("bibosan") else {}
+    model = build_encoder(name, d_in, hidden, backend=backend, **kw).double().to(DEV)
+    ref = build_encoder(name, d_in, hidden, backend="reference", **kw).double().to(DEV)
+    ref.load_state_dict(model.state_dict())
+    x, mask = random_batch(B, n, d_in)
+    x, mask = x.to(DEV), mask.to(DEV)
+    w_tok = torch.randn(B, n, model.token_dim, dtype=torch.float64, device=DEV)
+    w_sent = torch.randn(B, model.sentence_dim, dtype=torch.float64, device=DEV)
+    got, want = _grads(model, x, mask, w_tok, w_sent), _grads(ref, x, mask, w_tok, w_sent)
+    atol, rtol = _tol(backend)
+    labels = ["tokens", "sentence", "d x"] + [p for p, _ in model.named_parameters()]
+    for label, g, w in zip(labels, got, want):
+        scale = max(1.0, w.abs().max().item())
+        assert_close(g, w, f"{name} {backend} {kw} n={n}: {label}", seed, atol=atol * scale, rtol=rtol)
+
+
+@pytest.mark.parametrize("name", ["bilstm", "bigru", "bisru", "multi_cnn", "hrchy_cnn", "multi_head"])
+def test_baselines_on_gpu_respect_padding(name):
+    seed = fresh_seed()
+    d_in, L = 8, random.randint(1, 10)
+    # float64: float32 cuDNN may use TF32, whose rounding would hide nothing but blur the check
+    model = build_encoder(name, d_in, 6).double().to(DEV).eval()
+    x1, m1 = random_batch(1, L, d_in, lengths=[L])
+    xb, mb = random_batch(3, L + 7, d_in, lengths=[L, L + 7, 0])
+    xb[0, :L] = x1[0]
+    x1, m1, xb, mb = (t.to(DEV) for t in (x1, m1, xb, mb))
+    with torch.no_grad():
+        t1, s1 = model(x1, m1)
+        tb, sb = model(xb, mb)
+    assert_close(sb[0], s1[0], f"{name} sentence on GPU", seed)
+    assert_close(tb[0, :L], t1[0], f"{name} tokens on GPU", seed)
+    assert torch.all(tb[~mb] == 0) and torch.all(sb[2] == 0)
+    model.train()
+    tokens, sentence = model(xb, mb)
+    (tokens.sum() + sentence.sum()).backward()
+    assert all(torch.isfinite(p.grad).all() for p in model.parameters() if p.grad is not None)
+
+
+# Seen on an H200 (torch 2.11, Triton 3.6): under Inductor the Triton backend fails first on the
+# bool->uint8 view of the mask in blosa_kernels/op.py, then (with .to(torch.uint8) there) in
+# fwd_blocks_kernel: "Loop-carried variable b_sum ... fp32 ... re-assigned to ... fp64".
+TRITON_UNDER_INDUCTOR = pytest.mark.xfail(
+    reason="blosa_kernels' Triton op does not compile under Inductor yet (see docs/MODELS.md)", strict=False)
+
+
+@pytest.mark.parametrize("backend", ["auto", pytest.param("triton", marks=TRITON_UNDER_INDUCTOR)])
+def test_compile_on_gpu_matches_eager(backend):
+    seed = fresh_seed()
+    torch._dynamo.reset()
+    model = build_encoder("bibosan", 16, 12, block_len=4, backend=backend).to(DEV)
+    compiled = torch.compile(model, fullgraph=True)
+    x, mask = random_batch(3, 23, 16, lengths=[23, 1, 0])
+    x, mask = x.float().to(DEV), mask.to(DEV)
+    w_tok = torch.randn(3, 23, 24, device=DEV)
+    w_sent = torch.randn(3, 24, device=DEV)
+    want, got = _grads(model, x, mask, w_tok, w_sent), _grads(compiled, x, mask, w_tok, w_sent)
+    for g, w in zip(got, want):
+        assert_close(g, w, f"compiled vs eager on GPU ({backend})", seed, atol=1e-4, rtol=1e-3)

@@ -1,0 +1,47 @@
+"""Set-up for the Triton kernel tests.
+
+Without CUDA the kernels run on CPU tensors through Triton's interpreter, which must be switched
+on before triton is imported: this conftest sets TRITON_INTERPRET=1 first thing. Run this folder
+in its own pytest process (`pytest tests/triton`) so nothing imports triton earlier.
+"""
+import os
+
+import torch
+
+HAS_CUDA = torch.cuda.is_available()
+if not HAS_CUDA:
+    os.environ.setdefault("TRITON_INTERPRET", "1")
+
+import pytest  # noqa: E402
+
+from blosa_kernels import configs  # noqa: E402  (imports triton, after the switch above)
+
+DEVICE = "cuda" if HAS_CUDA else "cpu"
+USABLE = HAS_CUDA or configs.INTERPRET
+SKIP_REASON = (
+    "no CUDA, and triton was imported before TRITON_INTERPRET=1 could be set; "
+    "run `pytest tests/triton` in its own process"
+)
+needs_cuda = pytest.mark.skipif(not HAS_CUDA, reason="needs a CUDA GPU (compiled Triton kernels)")
+
+
+def pytest_collection_modifyitems(config, items):
+    if USABLE:
+        return
+    skip = pytest.mark.skip(reason=SKIP_REASON)
+    for item in items:
+        if "tests/triton" in str(item.fspath).replace(os.sep, "/"):
+            item.add_marker(skip)
+
+
+@pytest.fixture(autouse=True)
+def _interpreter_quiet(recwarn):
+    # The interpreter evaluates masked-out lanes too (e.g. exp2 of large arguments that a
+    # select then drops) and numpy warns about them; the results are checked, not the warnings.
+    yield
+
+
+@pytest.fixture
+def rows_kernels(monkeypatch):
+    """Force the row-tile kernels (used for blocks longer than 64) on small shapes."""
+    monkeypatch.setattr(configs, "SMALL_BLOCK_MAX", 0)

@@ -1,0 +1,135 @@
+"""GPU-only checks of the compiled Triton kernels (skipped without CUDA).
+
+The CPU-interpreter tests in this folder also run on CUDA, with the compiled kernels; these add
+what the interpreter cannot do: autotuned tile shapes, the tanh.approx path for half inputs,
+large shapes, opcheck and torch.compile(fullgraph=True).
+"""
+import pytest
+import torch
+
+from blosa.reference import masked_block_attn_ref
+from blosa_kernels import masked_block_attn_triton, masked_block_attn_triton_fwd
+from conftest import HAS_CUDA
+from helpers import make_inputs, max_err, reference64, run
+
+pytestmark = pytest.mark.skipif(not HAS_CUDA, reason="needs a CUDA GPU (compiled Triton kernels)")
+DIRECTIONS = ("forward", "backward", "diag", "all")
+NAMES = ("out", "d_dep", "d_head", "d_value", "d_bias")
+
+
+def reference64_cuda(dep, head, value, bias, mask, grad, *settings):
+    """The float64 oracle on the GPU (same as helpers.reference64, faster for medium shapes)."""
+    f64 = [None if t is None else t.double() if t.is_floating_point() else t
+           for t in (dep, head, value, bias, mask, grad)]
+    return run(masked_block_attn_ref, *f64, *settings)
+
+
+@pytest.mark.parametrize("direction", DIRECTIONS)
+@pytest.mark.parametrize("block_len", [1, 8, 37, 64, 100, 0])  # blocks kernels up to 64, rows above
+@pytest.mark.parametrize("mask_kind", ["none", "holes"])
+def test_compiled_float32_matches_reference(direction, block_len, mask_kind):
+    inputs = make_inputs(2, 300, 96, mask_kind, True, block_len, torch.float32, "cuda")
+    settings = (block_len, direction, 5.0)
+    got = run(masked_block_attn_triton, *inputs, *settings)
+    want = reference64_cuda(*inputs, *settings)
+    for name, g, w in zip(NAMES, got, want):
+        torch.testing.assert_close(g.double(), w, atol=5e-5, rtol=1e-4, msg=lambda m: f"{name}: {m}")
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=["fp16", "bf16"])
+@pytest.mark.parametrize("block_len, direction", [(8, "forward"), (0, "backward"), (100, "diag")])
+def test_compiled_half_within_twice_reference_error(dtype, block_len, direction):
+    inputs = make_inputs(2, 256, 96, "holes", True, 3, dtype, "cuda")
+    settings = (block_len, direction, 5.0)
+    got = run(masked_block_attn_triton, *inputs, *settings)
+    low = run(masked_block_attn_ref, *inputs, *settings)
+    want = reference64_cuda(*inputs, *settings)
+    for name, g, lo, w in zip(NAMES, got, low, want):
+        err, ref_err = max_err(g, w), max_err(lo, w)
+        assert err <= 2 * ref_err + 1e-6, f"{name}: error {err:.3g} > 2 x reference error {ref_err:.3g}"
+
+
+def test_large_one_block_forward_backward():
+    inputs = make_inputs(1, 2048, 32, "right", True, 4, torch.float32, "cuda")
+    settings = (0, "forward", 5.0)
+    got = run(masked_block_attn_triton, *inputs, *settings)
+    want = reference64_cuda(*inputs, *settings)
+    for name, g, w in zip(NAMES, got, want):
+        torch.testing.assert_close(g.double(), w, atol=1e-4, rtol=1e-3, msg=lambda m: f"{name}: {m}")
+
+
+def _rows_reference(dep, head, value, bias, queries, direction, scale):
+    """float64 out[0, j] for a few queries j of one block over the whole sequence."""
+    rows = []
+    n = dep.shape[1]
+    for j in queries:
+        keys = {"forward": range(0, j), "backward": range(j + 1, n), "diag": [i for i in range(n) if i != j],
+                "all": range(n)}[direction]
+        keys = torch.tensor(list(keys), device=dep.device)
+        z = dep[0, keys].double() + head[0, j].double() + bias.double()
+        p = torch.softmax(scale * torch.tanh(z / scale), dim=0)
+        rows.append((p * value[0, keys].double()).sum(0))
+    return torch.stack(rows)
+
+
+@pytest.mark.parametrize("direction", ["forward", "all"])
+def test_sixteen_thousand_tokens_one_block(direction):
+    dep, head, value, bias, _, _ = make_inputs(1, 16384, 64, "none", True, 5, torch.bfloat16, "cuda")
+    out, lse = masked_block_attn_triton_fwd(dep, head, value, bias, None, 0, direction, 5.0)
+    assert torch.isfinite(out).all()
+    queries = [1, 777, 8191, 16383]
+    want = _rows_reference(dep, head, value, bias, queries, direction, 5.0)
+    torch.testing.assert_close(out[0, queries].double(), want, atol=2e-2, rtol=2e-2)
+
+
+def test_full_disa_b8_n8192_memory_is_linear():
+    B, n, d = 8, 8192, 300
+    dep, head, value, bias, _, grad = make_inputs(B, n, d, "none", True, 6, torch.bfloat16, "cuda")
+    leaves = [t.requires_grad_() for t in (dep, head, value, bias)]
+    torch.cuda.synchronize()
+    torch.cuda.reset_peak_memory_stats()
+    base = torch.cuda.memory_allocated()
+    out = masked_block_attn_triton(*leaves, None, 0, "forward", 5.0)
+    torch.autograd.grad(out, leaves, grad)
+    torch.cuda.synchronize()
+    extra = torch.cuda.max_memory_allocated() - base
+    # out, lse (fp32), d_head (fp32) and the four gradients: about 14 bytes per (b, j, k) for
+    # bf16; an n x n x d buffer would be 8192x larger.
+    assert extra < 24 * B * n * d, f"peak extra memory {extra / 2**20:.0f} MiB is not O(B n d)"
+
+
+def test_opcheck():
+    dep, head, value, bias, mask, _ = make_inputs(2, 40, 16, "holes", True, 7, torch.float32, "cuda")
+    for t in (dep, head, value, bias):
+        t.requires_grad_()
+    torch.library.opcheck(
+        torch.ops.blosa.masked_block_attn_triton_fwd.default,
+        (dep, head, value, bias, mask, 8, "forward", 5.0),
+    )
+
+
+def test_torch_compile_fullgraph_model_matches_eager():
+    torch.manual_seed(0)
+
+    class Block(torch.nn.Module):
+        def __init__(self, d):
+            super().__init__()
+            self.w1 = torch.nn.Linear(d, d, bias=False)
+            self.w2 = torch.nn.Linear(d, d)
+            self.out = torch.nn.Linear(d, d)
+
+        def forward(self, x, mask):
+            y = masked_block_attn_triton(self.w1(x), self.w2(x), x, self.w2.bias, mask, 8, "forward", 5.0)
+            return self.out(y).relu().sum()
+
+    model = Block(64).cuda()
+    x = torch.randn(4, 96, 64, device="cuda")
+    mask = torch.rand(4, 96, device="cuda") > 0.2
+    eager = model(x, mask)
+    eager_grads = torch.autograd.grad(eager, list(model.parameters()))
+    compiled = torch.compile(model, fullgraph=True)
+    got = compiled(x, mask)
+    got_grads = torch.autograd.grad(got, list(model.parameters()))
+    torch.testing.assert_close(got, eager, atol=1e-4, rtol=1e-4)
+    for g, e in zip(got_grads, eager_grads):
+        torch.testing.assert_close(g, e, atol=1e-4, rtol=1e-4)

@@ -1,0 +1,151 @@
+"""Triton kernels against the float64 reference: forward and every gradient, float32.
+
+Case matrix as for the CPU op: the four directions; block_len 1, 3, one that does not divide n,
+= n, > n, 0 (one block); masks none, right padding, random holes, an all-False row; n = 1; bias
+None and given; scales on both sides of the fixed-pivot limit (40). Both tilings run: the
+per-block kernels (blocks up to 64) and, forced by the `rows_kernels` fixture, the row-tile
+kernels used for longer blocks and full DiSA (n = 36 with 16-row tiles reaches their inner key
+ranges, tiles that straddle blocks and, with block_len 7, partial last blocks).
+"""
+import zlib
+
+import pytest
+import torch
+
+import blosa
+from blosa_kernels import masked_block_attn_triton, masked_block_attn_triton_fwd
+from conftest import DEVICE
+from helpers import MASKS, make_inputs, max_err, reference64, run
+
+DIRECTIONS = ("forward", "backward", "diag", "all")
+ATOL, RTOL = 2e-5, 1e-4  # float32 vs float64; observed errors are ~1e-6
+
+
+def check(case, got, want):
+    names = ("out", "d_dep", "d_head", "d_value", "d_bias")
+    for name, g, w in zip(names, got, want):
+        assert torch.isfinite(g).all(), f"{case}: {name} has NaN/Inf"
+        torch.testing.assert_close(g.cpu().double(), w, atol=ATOL, rtol=RTOL, msg=lambda m: f"{case} {name}: {m}")
+
+
+def seed_of(*params):
+    return zlib.crc32(repr(params).encode()) % 10_000
+
+
+def compare(B, n, d, block_len, direction, mask_kind, bias, scale, seed):
+    inputs = make_inputs(B, n, d, mask_kind, bias, seed, torch.float32, DEVICE)
+    settings = (block_len, direction, scale)
+    got = run(masked_block_attn_triton, *inputs, *settings)
+    want = reference64(*inputs, *settings)
+    check((B, n, d, block_len, direction, mask_kind, bias, scale), got, want)
+
+
+# n = 13: block_len 1, 3, 5 (does not divide 13), 13 (= n), 20 (> n), 0 (one block).
+@pytest.mark.parametrize("direction", DIRECTIONS)
+@pytest.mark.parametrize("block_len", [1, 3, 5, 13, 20, 0])
+@pytest.mark.parametrize("mask_kind", MASKS)
+def test_block_kernels(direction, block_len, mask_kind):
+    seed = seed_of(direction, block_len, mask_kind)
+    compare(2, 13, 6, block_len, direction, mask_kind, bias=seed % 2 == 0, scale=5.0, seed=seed)
+
+
+@pytest.mark.parametrize("direction", DIRECTIONS)
+@pytest.mark.parametrize("block_len", [0, 7, 1])
+@pytest.mark.parametrize("mask_kind", ["none", "holes"])
+def test_row_kernels(rows_kernels, direction, block_len, mask_kind):
+    seed = seed_of(direction, block_len, mask_kind, "rows")
+    compare(1, 36, 5, block_len, direction, mask_kind, bias=seed % 2 == 1, scale=5.0, seed=seed)
+
+
+@pytest.mark.parametrize("scale", [0.5, 40.0, 100.0])  # 100 > 40: running-max softmax
+@pytest.mark.parametrize("path", ["blocks", "rows"])
+def test_scales(request, scale, path):
+    if path == "rows":
+        request.getfixturevalue("rows_kernels")
+    compare(2, 24, 7, 8 if path == "blocks" else 0, "forward", "holes", True, scale, seed=int(scale * 10))
+
+
+@pytest.mark.parametrize("path", ["blocks", "rows"])
+def test_n_equals_one(request, path):
+    if path == "rows":
+        request.getfixturevalue("rows_kernels")
+    for direction in DIRECTIONS:
+        compare(2, 1, 4, 0, direction, "none", True, 5.0, seed=1)
+
+
+def test_wide_features_and_multiple_feature_tiles():
+    compare(1, 9, 70, 4, "diag", "holes", True, 5.0, seed=3)  # d = 70 > 64: two feature tiles
+
+
+def test_non_contiguous_inputs():
+    gen = torch.Generator().manual_seed(5)
+    big = torch.randn(2, 11, 2, 8, generator=gen).to(DEVICE)
+    dep, head = big[:, :, 0], big[:, :, 1]  # strided views
+    value = torch.randn(2, 8, 11, generator=gen).to(DEVICE).transpose(1, 2)
+    bias = torch.randn(16, generator=gen).to(DEVICE)[::2]
+    mask = (torch.rand(11, 2, generator=gen) > 0.2).to(DEVICE).t()
+    grad = torch.randn(2, 11, 8, generator=gen).to(DEVICE)
+    settings = (3, "forward", 5.0)
+    got = run(masked_block_attn_triton, dep, head, value, bias, mask, grad, *settings)
+    check("non-contiguous", got, reference64(dep, head, value, bias, mask, grad, *settings))
+
+
+@pytest.mark.parametrize("path", ["blocks", "rows"])
+def test_queries_without_keys_get_exact_zeros_and_inf_lse(request, path):
+    if path == "rows":
+        request.getfixturevalue("rows_kernels")
+    dep, head, value, bias, mask, grad = make_inputs(2, 12, 5, "holes", True, 7, torch.float32, DEVICE)
+    mask[0] = False  # a whole sequence of padding
+    mask[1, 4] = False  # a padded token
+    out, lse = masked_block_attn_triton_fwd(dep, head, value, bias, mask, 4, "forward", 5.0)
+    no_key = ~mask.clone()
+    no_key[:, 0::4] = True  # first query of each block under "forward"
+    assert torch.equal(out[no_key], torch.zeros_like(out[no_key]))
+    assert torch.isinf(lse[no_key]).all() and (lse[no_key] > 0).all()
+    assert torch.isfinite(out).all()
+    got = run(masked_block_attn_triton, dep, head, value, bias, mask, grad, 4, "forward", 5.0)
+    for g in got:
+        assert torch.isfinite(g).all()
+    d_dep, d_head, d_value = got[1:4]
+    pad = ~mask
+    assert (d_head[no_key] == 0).all() and (d_dep[pad] == 0).all() and (d_value[pad] == 0).all()
+
+
+def test_all_padding_batch_gives_zero_everything():
+    dep, head, value, bias, _, grad = make_inputs(2, 6, 3, "none", True, 8, torch.float32, DEVICE)
+    mask = torch.zeros(2, 6, dtype=torch.bool, device=DEVICE)
+    out, *grads = run(masked_block_attn_triton, dep, head, value, bias, mask, grad, 0, "all", 5.0)
+    assert not out.any() and not any(g.any() for g in grads)
+
+
+@pytest.mark.parametrize("shape", [(0, 5, 3), (2, 0, 3), (2, 5, 0)])
+def test_empty_inputs(shape):
+    dep = torch.randn(*shape, device=DEVICE, requires_grad=True)
+    out = masked_block_attn_triton(dep, dep, dep, None, None, 2, "forward", 5.0)
+    assert out.shape == shape
+    out.sum().backward()
+    assert dep.grad.shape == shape
+
+
+def test_public_api_backend_triton():
+    dep, head, value, bias, mask, grad = make_inputs(2, 10, 4, "right", True, 9, torch.float32, DEVICE)
+    out = blosa.masked_block_attn(dep, head, value, bias, mask, 4, "backward", 5.0, backend="triton")
+    want = reference64(dep, head, value, bias, mask, grad, 4, "backward", 5.0)[0]
+    torch.testing.assert_close(out.cpu().double(), want, atol=ATOL, rtol=RTOL)
+
+
+@pytest.mark.parametrize(
+    "kwargs, word",
+    [
+        (dict(direction="sideways"), "direction"),
+        (dict(scale=float("nan")), "scale"),
+        (dict(mask=torch.ones(2, 5, dtype=torch.int64)), "mask"),
+        (dict(bias=torch.ones(4)), "bias"),
+    ],
+)
+def test_bad_arguments_raise_before_work(kwargs, word):
+    x = torch.randn(2, 5, 3, device=DEVICE)
+    args = dict(bias=None, mask=None, block_len=2, direction="forward", scale=5.0)
+    args.update({k: (v.to(DEVICE) if isinstance(v, torch.Tensor) else v) for k, v in kwargs.items()})
+    with pytest.raises((ValueError, TypeError), match=word):
+        masked_block_attn_triton(x, x, x, args["bias"], args["mask"], args["block_len"], args["direction"], args["scale"])
