@@ -82,5 +82,4 @@ setup(
         "plot": ["matplotlib"],
         "test": ["pytest", "pytest-benchmark"],
     },
-    entry_points={"console_scripts": ["blosa=blosa.cli:main"]},
 )
