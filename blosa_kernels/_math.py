@@ -79,3 +79,10 @@ def queries_of(i, n, r, DIR: tl.constexpr):
         lo = start
         hi = end
     return lo, hi
+
+
+@triton.jit
+def f32(x):
+    """A float scalar argument as float32. torch.compile may pass Python floats to the kernels
+    as float64, which would turn the float32 softmax accumulators into float64 in the loop."""
+    return tl.cast(x, tl.float32)

@@ -15,22 +15,27 @@ no atomics, bitwise-deterministic results.
 - Large blocks: `bwd_dq_kernel` owns BM queries (loops over keys, writes d_head) and
   `bwd_dkv_kernel` owns BN keys (loops over the queries that attend them, writes d_dep and
   d_value).
+
+Arguments: pointers to contiguous [B, n, d] tensors (lse and d_head float32), bias [d] (zeros
+when None), mask [B, n] uint8 (ones when None); n, d, r (the resolved block length), scalars
+c, 1/c and c·log2(e); DIR 0 forward / 1 backward / 2 diag / 3 all; FAST_TANH: tanh.approx.f32.
 """
 import triton
 import triton.language as tl
 
-from blosa_kernels._math import LOG2E, dir_allows, keys_of, queries_of, tanh_f32
+from blosa_kernels._math import f32, LOG2E, dir_allows, keys_of, queries_of, tanh_f32
 
 
 @triton.jit
 def bwd_blocks_kernel(
     grad_out, dep, head, value, bias, mask, out, lse, d_dep, d_head, d_value,
     n, d, r, nblk, inv_c, c_log2e,
-    DIR: tl.constexpr, HAS_BIAS: tl.constexpr, HAS_MASK: tl.constexpr,
+    DIR: tl.constexpr,
     FAST_TANH: tl.constexpr,
     R: tl.constexpr, TILE: tl.constexpr, BD: tl.constexpr,
 ):
     G: tl.constexpr = TILE // R
+    inv_c, c_log2e = f32(inv_c), f32(c_log2e)
     pid = tl.program_id(0)
     groups = tl.cdiv(nblk, G)
     b = pid // groups
@@ -42,15 +47,12 @@ def bwd_blocks_kernel(
     start = o_blk * r
     o_i = start[:, None] + o_w[None, :]  # [G, R] key position
     m_i = m_blk[:, None] & (o_w[None, :] < r) & (o_i < n)
-    real_i = m_i
-    if HAS_MASK:
-        real_i = real_i & (tl.load(mask + b * n + o_i, mask=m_i, other=0) != 0)
+    real_i = m_i & (tl.load(mask + b * n + o_i, mask=m_i, other=0) != 0)
     p_i = (b * n + o_i).to(tl.int64)[:, :, None] * d + o_k[None, None, :]
     m_ik = m_i[:, :, None] & m_k[None, None, :]
     b_dep = tl.load(dep + p_i, mask=m_ik, other=0.0).to(tl.float32) * inv_c
     b_val = tl.load(value + p_i, mask=m_ik, other=0.0).to(tl.float32)
-    if HAS_BIAS:
-        b_bias = tl.load(bias + o_k, mask=m_k, other=0.0).to(tl.float32)
+    b_bias = tl.load(bias + o_k, mask=m_k, other=0.0).to(tl.float32)
     b_dd = tl.zeros([G, R, BD], dtype=tl.float32)
     b_dv = tl.zeros([G, R, BD], dtype=tl.float32)
 
@@ -64,14 +66,11 @@ def bwd_blocks_kernel(
     for v in range(v_lo, v_hi):
         o_j = start + v  # [G] query position, one per block
         m_j = m_blk & (o_j < n)
-        real_j = m_j
-        if HAS_MASK:
-            real_j = real_j & (tl.load(mask + b * n + o_j, mask=m_j, other=0) != 0)
+        real_j = m_j & (tl.load(mask + b * n + o_j, mask=m_j, other=0) != 0)
         p_j = (b * n + o_j).to(tl.int64)[:, None] * d + o_k[None, :]
         m_jk = m_j[:, None] & m_k[None, :]
         b_q = tl.load(head + p_j, mask=m_jk, other=0.0).to(tl.float32)
-        if HAS_BIAS:
-            b_q += b_bias[None, :]
+        b_q += b_bias[None, :]
         b_q = b_q * inv_c
         b_g = tl.load(grad_out + p_j, mask=m_jk, other=0.0).to(tl.float32)
         b_lse2 = tl.load(lse + p_j, mask=m_jk, other=float("inf")) * LOG2E
@@ -97,11 +96,12 @@ def bwd_blocks_kernel(
 def bwd_dq_kernel(
     grad_out, dep, head, value, bias, mask, out, lse, d_head,
     n, d, r, n_bucket, r_bucket, inv_c, c_log2e,
-    DIR: tl.constexpr, HAS_BIAS: tl.constexpr, HAS_MASK: tl.constexpr,
+    DIR: tl.constexpr,
     FAST_TANH: tl.constexpr,
     BM: tl.constexpr, BD: tl.constexpr,
 ):
     # n_bucket, r_bucket: unused here; autotune keys. Key ranges as in fwd_rows_kernel.
+    inv_c, c_log2e = f32(inv_c), f32(c_log2e)
     pid = tl.program_id(0)
     tiles = tl.cdiv(n, BM)
     b = pid // tiles
@@ -111,9 +111,8 @@ def bwd_dq_kernel(
     m_k = o_k < d
     m_j = o_j < n
     lo_j, hi_j = keys_of(o_j, n, r, DIR)
-    if HAS_MASK:
-        real_j = m_j & (tl.load(mask + b * n + o_j, mask=m_j, other=0) != 0)
-        hi_j = tl.where(real_j, hi_j, lo_j)  # padding queries: empty key range
+    real_j = m_j & (tl.load(mask + b * n + o_j, mask=m_j, other=0) != 0)
+    hi_j = tl.where(real_j, hi_j, lo_j)  # padding queries: empty key range
     last = tl.minimum(m0 + BM, n) - 1
     i_lo, inner_hi = keys_of(m0, n, r, DIR)
     inner_lo, i_hi = keys_of(last, n, r, DIR)
@@ -121,8 +120,7 @@ def bwd_dq_kernel(
     p_j = (b * n + o_j).to(tl.int64)[:, None] * d + o_k[None, :]
     m_jk = m_j[:, None] & m_k[None, :]
     b_q = tl.load(head + p_j, mask=m_jk, other=0.0).to(tl.float32)
-    if HAS_BIAS:
-        b_q += tl.load(bias + o_k, mask=m_k, other=0.0).to(tl.float32)[None, :]
+    b_q += tl.load(bias + o_k, mask=m_k, other=0.0).to(tl.float32)[None, :]
     b_q = b_q * inv_c
     b_g = tl.load(grad_out + p_j, mask=m_jk, other=0.0).to(tl.float32)
     # -lse in log2 units; +inf lse (padding rows, rows with no key) gives p = exp2(-inf) = 0.
@@ -137,9 +135,7 @@ def bwd_dq_kernel(
     b_pw = tl.zeros([BM, BD], dtype=tl.float32)
     b_pv = tl.zeros([BM, BD], dtype=tl.float32)
     for i in range(i_lo, i_hi):
-        real_i = True
-        if HAS_MASK:
-            real_i = tl.load(mask + b * n + i) != 0
+        real_i = tl.load(mask + b * n + i) != 0
         if real_i:
             p_i = (b * n + i).to(tl.int64) * d + o_k
             b_dep = tl.load(dep + p_i, mask=m_k, other=0.0).to(tl.float32)
@@ -168,12 +164,13 @@ def bwd_dq_kernel(
 def bwd_dkv_kernel(
     grad_out, dep, head, value, bias, mask, out, lse, d_dep, d_value,
     n, d, r, n_bucket, r_bucket, inv_c, c_log2e,
-    DIR: tl.constexpr, HAS_BIAS: tl.constexpr, HAS_MASK: tl.constexpr,
+    DIR: tl.constexpr,
     FAST_TANH: tl.constexpr,
     BN: tl.constexpr, BD: tl.constexpr,
 ):
     # n_bucket, r_bucket: unused here; autotune keys. The roles of fwd_rows_kernel swapped: the
     # program owns BN consecutive keys and steps through the union of their query ranges.
+    inv_c, c_log2e = f32(inv_c), f32(c_log2e)
     pid = tl.program_id(0)
     tiles = tl.cdiv(n, BN)
     b = pid // tiles
@@ -183,9 +180,8 @@ def bwd_dkv_kernel(
     m_k = o_k < d
     m_i = o_i < n
     lo_i, hi_i = queries_of(o_i, n, r, DIR)
-    if HAS_MASK:
-        real_i = m_i & (tl.load(mask + b * n + o_i, mask=m_i, other=0) != 0)
-        hi_i = tl.where(real_i, hi_i, lo_i)  # padding keys: attended by no query
+    real_i = m_i & (tl.load(mask + b * n + o_i, mask=m_i, other=0) != 0)
+    hi_i = tl.where(real_i, hi_i, lo_i)  # padding keys: attended by no query
     last = tl.minimum(m0 + BN, n) - 1
     j_lo, inner_hi = queries_of(m0, n, r, DIR)
     inner_lo, j_hi = queries_of(last, n, r, DIR)
@@ -194,19 +190,15 @@ def bwd_dkv_kernel(
     m_ik = m_i[:, None] & m_k[None, :]
     b_dep = tl.load(dep + p_i, mask=m_ik, other=0.0).to(tl.float32) * inv_c
     b_val = tl.load(value + p_i, mask=m_ik, other=0.0).to(tl.float32)
-    if HAS_BIAS:
-        b_bias = tl.load(bias + o_k, mask=m_k, other=0.0).to(tl.float32)
+    b_bias = tl.load(bias + o_k, mask=m_k, other=0.0).to(tl.float32)
     b_dd = tl.zeros([BN, BD], dtype=tl.float32)
     b_dv = tl.zeros([BN, BD], dtype=tl.float32)
     for j in range(j_lo, j_hi):
-        real_j = True
-        if HAS_MASK:
-            real_j = tl.load(mask + b * n + j) != 0
+        real_j = tl.load(mask + b * n + j) != 0
         if real_j:  # a padding query passes no gradient
             p_j = (b * n + j).to(tl.int64) * d + o_k
             b_q = tl.load(head + p_j, mask=m_k, other=0.0).to(tl.float32)
-            if HAS_BIAS:
-                b_q += b_bias
+            b_q += b_bias
             b_q = b_q * inv_c
             b_g = tl.load(grad_out + p_j, mask=m_k, other=0.0).to(tl.float32)
             b_o = tl.load(out + p_j, mask=m_k, other=0.0).to(tl.float32)
@@ -225,11 +217,10 @@ def bwd_dkv_kernel(
             pg = p * b_g[None, :]
             b_dd += pg * (b_val - b_o[None, :]) * (1.0 - t * t)
             b_dv += pg
-    if HAS_MASK:
-        # Padding keys get zero gradient; the inner steps did not mask them. The mask is
-        # reloaded rather than kept live through the loop (registers).
-        keep = (tl.load(mask + b * n + o_i, mask=m_i, other=0) != 0)[:, None]
-        b_dd = tl.where(keep, b_dd, 0.0)
-        b_dv = tl.where(keep, b_dv, 0.0)
+    # Padding keys get zero gradient; the inner steps did not mask them. The mask is
+    # reloaded rather than kept live through the loop (registers).
+    keep = (tl.load(mask + b * n + o_i, mask=m_i, other=0) != 0)[:, None]
+    b_dd = tl.where(keep, b_dd, 0.0)
+    b_dv = tl.where(keep, b_dv, 0.0)
     tl.store(d_dep + p_i, b_dd.to(d_dep.dtype.element_ty), mask=m_ik)
     tl.store(d_value + p_i, b_dv.to(d_value.dtype.element_ty), mask=m_ik)

@@ -35,13 +35,13 @@ def cases():
     """(kernel, pointer dtype, constexprs): every kernel, each dtype, both tanh and pivot modes."""
     from blosa_kernels import backward, forward
 
-    flags = dict(DIR=0, HAS_BIAS=True, HAS_MASK=True)
+    flags = dict(DIR=0)
     yield forward.fwd_blocks_kernel, "fp32", dict(flags, FAST_TANH=False, FIXED_PIVOT=True, R=8, TILE=64, BD=64)
     yield forward.fwd_blocks_kernel, "bf16", dict(flags, DIR=2, FAST_TANH=True, FIXED_PIVOT=False, R=16, TILE=64, BD=32)
     yield forward.fwd_rows_kernel, "fp16", dict(flags, DIR=1, FAST_TANH=True, FIXED_PIVOT=True, BM=64, BD=64)
-    yield forward.fwd_rows_kernel, "fp32", dict(flags, DIR=2, HAS_MASK=False, FAST_TANH=False, FIXED_PIVOT=False, BM=64, BD=64)
+    yield forward.fwd_rows_kernel, "fp32", dict(flags, DIR=2, FAST_TANH=False, FIXED_PIVOT=False, BM=64, BD=64)
     yield backward.bwd_blocks_kernel, "bf16", dict(flags, FAST_TANH=True, R=8, TILE=64, BD=32)
-    yield backward.bwd_blocks_kernel, "fp32", dict(flags, DIR=3, HAS_BIAS=False, FAST_TANH=False, R=64, TILE=64, BD=32)
+    yield backward.bwd_blocks_kernel, "fp32", dict(flags, DIR=3, FAST_TANH=False, R=64, TILE=64, BD=32)
     yield backward.bwd_dq_kernel, "fp16", dict(flags, DIR=2, FAST_TANH=True, BM=64, BD=64)
     yield backward.bwd_dkv_kernel, "fp32", dict(flags, DIR=1, FAST_TANH=False, BN=64, BD=32)
 

@@ -38,30 +38,44 @@ DKV_CONFIGS = [_cfg(w, BN=t, BD=bd) for w, t, bd in _SHAPES]
 
 # Autotune keys: the block length class (R), the features, the direction; the sequence length
 # only through its power-of-two bucket, so variable-length batches do not retune every call.
-_SMALL_KEY = ["d", "R", "DIR", "HAS_MASK", "FAST_TANH"]
-_ROWS_KEY = ["d", "n_bucket", "r_bucket", "DIR", "HAS_MASK", "FAST_TANH"]
+_SMALL_KEY = ["d", "R", "DIR", "FAST_TANH"]
+_ROWS_KEY = ["d", "n_bucket", "r_bucket", "DIR", "FAST_TANH"]
 
 
 def _tuned(kernel, configs, key):
     return triton.autotune(configs=configs, key=key)(kernel)
 
 
-if INTERPRET:
-    KERNELS = {
-        "fwd_blocks": forward.fwd_blocks_kernel,
-        "fwd_rows": forward.fwd_rows_kernel,
-        "bwd_blocks": backward.bwd_blocks_kernel,
-        "bwd_dq": backward.bwd_dq_kernel,
-        "bwd_dkv": backward.bwd_dkv_kernel,
-    }
-else:
-    KERNELS = {
-        "fwd_blocks": _tuned(forward.fwd_blocks_kernel, BLOCK_CONFIGS, _SMALL_KEY),
-        "fwd_rows": _tuned(forward.fwd_rows_kernel, ROWS_CONFIGS, _ROWS_KEY),
-        "bwd_blocks": _tuned(backward.bwd_blocks_kernel, BLOCK_BWD_CONFIGS, _SMALL_KEY),
-        "bwd_dq": _tuned(backward.bwd_dq_kernel, DQ_CONFIGS, _ROWS_KEY),
-        "bwd_dkv": _tuned(backward.bwd_dkv_kernel, DKV_CONFIGS, _ROWS_KEY),
-    }
+# Plain kernels (the interpreter, or AUTOTUNE off) and their autotuned twins (GPU).
+PLAIN = {
+    "fwd_blocks": forward.fwd_blocks_kernel,
+    "fwd_rows": forward.fwd_rows_kernel,
+    "bwd_blocks": backward.bwd_blocks_kernel,
+    "bwd_dq": backward.bwd_dq_kernel,
+    "bwd_dkv": backward.bwd_dkv_kernel,
+}
+CONFIGS = {
+    "fwd_blocks": (BLOCK_CONFIGS, _SMALL_KEY),
+    "fwd_rows": (ROWS_CONFIGS, _ROWS_KEY),
+    "bwd_blocks": (BLOCK_BWD_CONFIGS, _SMALL_KEY),
+    "bwd_dq": (DQ_CONFIGS, _ROWS_KEY),
+    "bwd_dkv": (DKV_CONFIGS, _ROWS_KEY),
+}
+TUNED = {} if INTERPRET else {k: _tuned(PLAIN[k], *CONFIGS[k]) for k in PLAIN}
+# On the GPU, autotune (the first call per autotune key benchmarks each config). Off: every
+# launch uses the first config of each list, which saves compile time (the GPU test suite
+# turns it off; BLOSA_TRITON_AUTOTUNE=0 does the same).
+AUTOTUNE = os.environ.get("BLOSA_TRITON_AUTOTUNE", "1") not in ("", "0")
+
+
+def kernel_and_meta(kind: str, d: int, R: int):
+    """(kernel, launch keyword arguments) for kernel `kind` under the current settings."""
+    if INTERPRET:
+        return PLAIN[kind], interpreter_meta(kind, d, R)
+    if AUTOTUNE:
+        return TUNED[kind], {}
+    cfg = CONFIGS[kind][0][0]
+    return PLAIN[kind], dict(cfg.kwargs, num_warps=cfg.num_warps, num_stages=cfg.num_stages)
 
 
 def interpreter_meta(kind: str, d: int, R: int = 1) -> dict:

@@ -14,22 +14,27 @@ Two tilings (neither holds an r x r x d or n x n x d tensor; extra memory is the
 - `fwd_rows_kernel`, large blocks and full DiSA: a program owns BM consecutive queries and a
   feature tile and steps through the union of their key ranges one key row at a time (a [BD]
   load shared by all BM queries); pairs outside a query's range are masked.
+
+Arguments: pointers to contiguous [B, n, d] tensors (lse and d_head float32), bias [d] (zeros
+when None), mask [B, n] uint8 (ones when None); n, d, r (the resolved block length), scalars
+c, 1/c and c·log2(e); DIR 0 forward / 1 backward / 2 diag / 3 all; FAST_TANH: tanh.approx.f32.
 """
 import triton
 import triton.language as tl
 
-from blosa_kernels._math import LN2, dir_allows, keys_of, tanh_f32
+from blosa_kernels._math import f32, LN2, dir_allows, keys_of, tanh_f32
 
 
 @triton.jit
 def fwd_blocks_kernel(
     dep, head, value, bias, mask, out, lse,
     n, d, r, nblk, c, inv_c, c_log2e,
-    DIR: tl.constexpr, HAS_BIAS: tl.constexpr, HAS_MASK: tl.constexpr,
+    DIR: tl.constexpr,
     FIXED_PIVOT: tl.constexpr, FAST_TANH: tl.constexpr,
     R: tl.constexpr, TILE: tl.constexpr, BD: tl.constexpr,
 ):
     G: tl.constexpr = TILE // R
+    c, inv_c, c_log2e = f32(c), f32(inv_c), f32(c_log2e)
     pid = tl.program_id(0)
     groups = tl.cdiv(nblk, G)
     b = pid // groups
@@ -41,15 +46,12 @@ def fwd_blocks_kernel(
     start = o_blk * r
     o_j = start[:, None] + o_v[None, :]  # [G, R] query position
     m_j = m_blk[:, None] & (o_v[None, :] < r) & (o_j < n)
-    real_j = m_j
-    if HAS_MASK:
-        real_j = real_j & (tl.load(mask + b * n + o_j, mask=m_j, other=0) != 0)
+    real_j = m_j & (tl.load(mask + b * n + o_j, mask=m_j, other=0) != 0)
     row_j = (b * n + o_j).to(tl.int64) * d
     p_j = row_j[:, :, None] + o_k[None, None, :]
     m_jk = m_j[:, :, None] & m_k[None, None, :]
     b_q = tl.load(head + p_j, mask=m_jk, other=0.0).to(tl.float32)
-    if HAS_BIAS:
-        b_q += tl.load(bias + o_k, mask=m_k, other=0.0).to(tl.float32)[None, None, :]
+    b_q += tl.load(bias + o_k, mask=m_k, other=0.0).to(tl.float32)[None, None, :]
     b_q = b_q * inv_c
 
     b_sum = tl.zeros([G, R, BD], dtype=tl.float32)
@@ -65,9 +67,7 @@ def fwd_blocks_kernel(
     for u in range(u_lo, u_hi):
         o_i = start + u  # [G] key position, one per block
         m_i = m_blk & (o_i < n)
-        real_i = m_i
-        if HAS_MASK:
-            real_i = real_i & (tl.load(mask + b * n + o_i, mask=m_i, other=0) != 0)
+        real_i = m_i & (tl.load(mask + b * n + o_i, mask=m_i, other=0) != 0)
         p_i = (b * n + o_i).to(tl.int64)[:, None] * d + o_k[None, :]
         m_ik = m_i[:, None] & m_k[None, :]
         b_dep = tl.load(dep + p_i, mask=m_ik, other=0.0).to(tl.float32)
@@ -108,11 +108,12 @@ def fwd_blocks_kernel(
 def fwd_rows_kernel(
     dep, head, value, bias, mask, out, lse,
     n, d, r, n_bucket, r_bucket, c, inv_c, c_log2e,
-    DIR: tl.constexpr, HAS_BIAS: tl.constexpr, HAS_MASK: tl.constexpr,
+    DIR: tl.constexpr,
     FIXED_PIVOT: tl.constexpr, FAST_TANH: tl.constexpr,
     BM: tl.constexpr, BD: tl.constexpr,
 ):
     # n_bucket, r_bucket: unused here; autotune keys (powers of two of n and r).
+    c, inv_c, c_log2e = f32(c), f32(inv_c), f32(c_log2e)
     pid = tl.program_id(0)
     tiles = tl.cdiv(n, BM)
     b = pid // tiles
@@ -122,9 +123,7 @@ def fwd_rows_kernel(
     m_k = o_k < d
     m_j = o_j < n
     lo_j, hi_j = keys_of(o_j, n, r, DIR)
-    real_j = m_j
-    if HAS_MASK:
-        real_j = real_j & (tl.load(mask + b * n + o_j, mask=m_j, other=0) != 0)
+    real_j = m_j & (tl.load(mask + b * n + o_j, mask=m_j, other=0) != 0)
     hi_j = tl.where(real_j, hi_j, lo_j)  # padding queries: empty key range
     # The queries are consecutive and their key ranges [lo_j, hi_j) nondecreasing in j: the
     # union runs from the first query's lo to the last's hi; on the intersection ("inner" keys)
@@ -137,17 +136,14 @@ def fwd_rows_kernel(
     p_j = (b * n + o_j).to(tl.int64)[:, None] * d + o_k[None, :]
     m_jk = m_j[:, None] & m_k[None, :]
     b_q = tl.load(head + p_j, mask=m_jk, other=0.0).to(tl.float32)
-    if HAS_BIAS:
-        b_q += tl.load(bias + o_k, mask=m_k, other=0.0).to(tl.float32)[None, :]
+    b_q += tl.load(bias + o_k, mask=m_k, other=0.0).to(tl.float32)[None, :]
     b_q = b_q * inv_c
 
     b_sum = tl.zeros([BM, BD], dtype=tl.float32)
     b_acc = tl.zeros([BM, BD], dtype=tl.float32)
     b_m = tl.full([BM, BD], -1.0, dtype=tl.float32) * c_log2e
     for i in range(i_lo, i_hi):
-        real_i = True
-        if HAS_MASK:
-            real_i = tl.load(mask + b * n + i) != 0
+        real_i = tl.load(mask + b * n + i) != 0
         if real_i:  # a padding key is skipped by every query
             p_i = (b * n + i).to(tl.int64) * d + o_k
             b_dep = tl.load(dep + p_i, mask=m_k, other=0.0).to(tl.float32)
@@ -178,9 +174,7 @@ def fwd_rows_kernel(
                 b_m = m_new
 
     # Reloaded rather than kept live through the loop (registers).
-    real_j = m_j
-    if HAS_MASK:
-        real_j = real_j & (tl.load(mask + b * n + o_j, mask=m_j, other=0) != 0)
+    real_j = m_j & (tl.load(mask + b * n + o_j, mask=m_j, other=0) != 0)
     has = (b_sum > 0.0) & real_j[:, None]
     safe_sum = tl.where(has, b_sum, 1.0)
     b_out = tl.where(has, b_acc / safe_sum, 0.0)

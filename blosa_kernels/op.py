@@ -22,9 +22,11 @@ from blosa_kernels import configs
 from blosa_kernels._math import DIRECTION_CODE
 
 
-def _launcher(name):
-    kernel = configs.KERNELS[name]
-    return kernel if configs.INTERPRET else wrap_triton(kernel)
+def _launch(kind, L, grid, *args, **flags):
+    kernel, meta = configs.kernel_and_meta(kind, L.d, L.R)
+    if not configs.INTERPRET:
+        kernel = wrap_triton(kernel)
+    kernel[grid](*args, **flags, **meta)
 
 
 def _check_device(t: torch.Tensor) -> None:
@@ -52,14 +54,9 @@ class _Launch:
         self.c, self.inv_c, self.c_log2e = scale, 1.0 / scale, scale * math.log2(math.e)
         self.flags = dict(
             DIR=DIRECTION_CODE[direction],
-            HAS_BIAS=bias is not None,
-            HAS_MASK=mask is not None,
             FAST_TANH=(not configs.INTERPRET) and str(dep.dtype).split(".")[-1] in configs.FAST_TANH_DTYPES,
         )
         self.buckets = (1 << max(int(n) - 1, 0).bit_length(), self.R)
-
-    def meta(self, kind):
-        return configs.interpreter_meta(kind, self.d, self.R) if configs.INTERPRET else {}
 
     def blocks_grid(self):
         return lambda m: (self.B * triton.cdiv(self.nblk, m["TILE"] // self.R), triton.cdiv(self.d, m["BD"]))
@@ -68,11 +65,27 @@ class _Launch:
         return lambda m: (self.B * triton.cdiv(self.n, m[rows]), triton.cdiv(self.d, m["BD"]))
 
 
+def _bias_or_zeros(bias, dep):
+    # The kernels always add a bias (one [BD] load per program): one compiled variant fewer.
+    return bias if bias is not None else torch.zeros(dep.shape[-1], dtype=dep.dtype, device=dep.device)
+
+
+def _mask_or_ones(mask_u8, dep):
+    # Likewise the kernels always read a mask (a byte per key step, next to BM x BD elements of
+    # work); halving the compiled variants matters more for compile and autotune time.
+    if mask_u8 is not None:
+        return mask_u8
+    return torch.ones(dep.shape[:2], dtype=torch.uint8, device=dep.device)
+
+
 def _prepare(dep, head, value, bias, mask):
-    """Contiguous inputs; a uint8 view of the mask (or a placeholder pointer when None)."""
+    """Contiguous inputs; a uint8 copy of the mask (None stays None).
+
+    A copy, not a dtype view: torch.compile cannot trace `view(torch.uint8)` of a bool tensor.
+    """
     dep, head, value = dep.contiguous(), head.contiguous(), value.contiguous()
     bias = bias.contiguous() if bias is not None else None
-    mask_u8 = mask.contiguous().view(torch.uint8) if mask is not None else None
+    mask_u8 = mask.to(torch.uint8).contiguous() if mask is not None else None
     return dep, head, value, bias, mask_u8
 
 
@@ -81,6 +94,8 @@ def masked_block_attn_triton_fwd(
     dep: torch.Tensor, head: torch.Tensor, value: torch.Tensor, bias: torch.Tensor | None,
     mask: torch.Tensor | None, block_len: int, direction: str, scale: float,
 ) -> tuple[torch.Tensor, torch.Tensor]:
+    # The schema types block_len as SymInt; int() specializes it (torch.compile, dynamic shapes).
+    block_len = int(block_len)
     check_attn_args(dep, head, value, bias, mask, block_len, direction, scale)
     _check_device(dep)
     dep, head, value, bias, mask_u8 = _prepare(dep, head, value, bias, mask)
@@ -89,20 +104,18 @@ def masked_block_attn_triton_fwd(
     if out.numel() == 0:
         return out, lse
     L = _Launch(dep, bias, mask, block_len, direction, scale)
-    bias_arg = bias if bias is not None else dep
-    mask_arg = mask_u8 if mask_u8 is not None else dep
+    bias_arg = _bias_or_zeros(bias, dep)
+    mask_arg = _mask_or_ones(mask_u8, dep)
     fixed = L.c <= configs.FIXED_PIVOT_MAX_SCALE
     if L.small:
-        _launcher("fwd_blocks")[L.blocks_grid()](
-            dep, head, value, bias_arg, mask_arg, out, lse,
-            L.n, L.d, L.r, L.nblk, L.c, L.inv_c, L.c_log2e,
-            FIXED_PIVOT=fixed, R=L.R, **L.flags, **L.meta("fwd_blocks"),
+        _launch(
+            "fwd_blocks", L, L.blocks_grid(), dep, head, value, bias_arg, mask_arg, out, lse,
+            L.n, L.d, L.r, L.nblk, L.c, L.inv_c, L.c_log2e, FIXED_PIVOT=fixed, R=L.R, **L.flags,
         )
     else:
-        _launcher("fwd_rows")[L.rows_grid("BM")](
-            dep, head, value, bias_arg, mask_arg, out, lse,
-            L.n, L.d, L.r, *L.buckets, L.c, L.inv_c, L.c_log2e,
-            FIXED_PIVOT=fixed, **L.flags, **L.meta("fwd_rows"),
+        _launch(
+            "fwd_rows", L, L.rows_grid("BM"), dep, head, value, bias_arg, mask_arg, out, lse,
+            L.n, L.d, L.r, *L.buckets, L.c, L.inv_c, L.c_log2e, FIXED_PIVOT=fixed, **L.flags,
         )
     return out, lse
 
@@ -123,25 +136,22 @@ def masked_block_attn_triton_bwd(
     d_head = torch.zeros(dep.shape, dtype=torch.float32, device=dep.device)
     if dep.numel() > 0:
         L = _Launch(dep, bias, mask, block_len, direction, scale)
-        bias_arg = bias if bias is not None else dep
-        mask_arg = mask_u8 if mask_u8 is not None else dep
+        bias_arg = _bias_or_zeros(bias, dep)
+        mask_arg = _mask_or_ones(mask_u8, dep)
         common = (grad_out, dep, head, value, bias_arg, mask_arg, out, lse)
         if L.small:
-            _launcher("bwd_blocks")[L.blocks_grid()](
-                *common, d_dep, d_head, d_value,
-                L.n, L.d, L.r, L.nblk, L.inv_c, L.c_log2e,
-                R=L.R, **L.flags, **L.meta("bwd_blocks"),
+            _launch(
+                "bwd_blocks", L, L.blocks_grid(), *common, d_dep, d_head, d_value,
+                L.n, L.d, L.r, L.nblk, L.inv_c, L.c_log2e, R=L.R, **L.flags,
             )
         else:
-            _launcher("bwd_dq")[L.rows_grid("BM")](
-                *common, d_head,
-                L.n, L.d, L.r, *L.buckets, L.inv_c, L.c_log2e,
-                **L.flags, **L.meta("bwd_dq"),
+            _launch(
+                "bwd_dq", L, L.rows_grid("BM"), *common, d_head,
+                L.n, L.d, L.r, *L.buckets, L.inv_c, L.c_log2e, **L.flags,
             )
-            _launcher("bwd_dkv")[L.rows_grid("BN")](
-                *common, d_dep, d_value,
-                L.n, L.d, L.r, *L.buckets, L.inv_c, L.c_log2e,
-                **L.flags, **L.meta("bwd_dkv"),
+            _launch(
+                "bwd_dkv", L, L.rows_grid("BN"), *common, d_dep, d_value,
+                L.n, L.d, L.r, *L.buckets, L.inv_c, L.c_log2e, **L.flags,
             )
     # z = dep_i + head_j + bias, so d_bias is d_head summed over batch and queries (torch's
     # reduction: deterministic for a given shape).

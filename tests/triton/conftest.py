@@ -16,13 +16,15 @@ import pytest  # noqa: E402
 
 from blosa_kernels import configs  # noqa: E402  (imports triton, after the switch above)
 
-DEVICE = "cuda" if HAS_CUDA else "cpu"
+# Each autotuned launch compiles and times three tile shapes; across this suite's many kernel
+# variants that would take most of a GPU session, so tests use the first config unless they ask
+# for the `autotuned` fixture.
+configs.AUTOTUNE = False
 USABLE = HAS_CUDA or configs.INTERPRET
 SKIP_REASON = (
     "no CUDA, and triton was imported before TRITON_INTERPRET=1 could be set; "
     "run `pytest tests/triton` in its own process"
 )
-needs_cuda = pytest.mark.skipif(not HAS_CUDA, reason="needs a CUDA GPU (compiled Triton kernels)")
 
 
 def pytest_collection_modifyitems(config, items):
@@ -39,6 +41,12 @@ def _interpreter_quiet(recwarn):
     # The interpreter evaluates masked-out lanes too (e.g. exp2 of large arguments that a
     # select then drops) and numpy warns about them; the results are checked, not the warnings.
     yield
+
+
+@pytest.fixture
+def autotuned(monkeypatch):
+    """Launch through the autotuned kernels (GPU)."""
+    monkeypatch.setattr(configs, "AUTOTUNE", True)
 
 
 @pytest.fixture

@@ -3,8 +3,7 @@ import pytest
 import torch
 
 from blosa_kernels import masked_block_attn_triton
-from conftest import DEVICE, HAS_CUDA
-from helpers import make_inputs, run
+from triton_testing import DEVICE, HAS_CUDA, make_inputs, run
 
 SHAPE = (4, 256, 96) if HAS_CUDA else (2, 20, 6)
 

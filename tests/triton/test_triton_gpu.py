@@ -9,8 +9,7 @@ import torch
 
 from blosa.reference import masked_block_attn_ref
 from blosa_kernels import masked_block_attn_triton, masked_block_attn_triton_fwd
-from conftest import HAS_CUDA
-from helpers import make_inputs, max_err, reference64, run
+from triton_testing import HAS_CUDA, make_inputs, max_err, run
 
 pytestmark = pytest.mark.skipif(not HAS_CUDA, reason="needs a CUDA GPU (compiled Triton kernels)")
 DIRECTIONS = ("forward", "backward", "diag", "all")
@@ -25,10 +24,9 @@ def reference64_cuda(dep, head, value, bias, mask, grad, *settings):
 
 
 @pytest.mark.parametrize("direction", DIRECTIONS)
-@pytest.mark.parametrize("block_len", [1, 8, 37, 64, 100, 0])  # blocks kernels up to 64, rows above
-@pytest.mark.parametrize("mask_kind", ["none", "holes"])
-def test_compiled_float32_matches_reference(direction, block_len, mask_kind):
-    inputs = make_inputs(2, 300, 96, mask_kind, True, block_len, torch.float32, "cuda")
+@pytest.mark.parametrize("block_len", [8, 37, 100, 0])  # blocks kernels up to 64, rows above
+def test_compiled_float32_matches_reference(direction, block_len):
+    inputs = make_inputs(2, 300, 96, "holes", True, block_len, torch.float32, "cuda")
     settings = (block_len, direction, 5.0)
     got = run(masked_block_attn_triton, *inputs, *settings)
     want = reference64_cuda(*inputs, *settings)
@@ -41,6 +39,18 @@ def test_compiled_float32_matches_reference(direction, block_len, mask_kind):
 def test_compiled_half_within_twice_reference_error(dtype, block_len, direction):
     inputs = make_inputs(2, 256, 96, "holes", True, 3, dtype, "cuda")
     settings = (block_len, direction, 5.0)
+    got = run(masked_block_attn_triton, *inputs, *settings)
+    low = run(masked_block_attn_ref, *inputs, *settings)
+    want = reference64_cuda(*inputs, *settings)
+    for name, g, lo, w in zip(NAMES, got, low, want):
+        err, ref_err = max_err(g, w), max_err(lo, w)
+        assert err <= 2 * ref_err + 1e-6, f"{name}: error {err:.3g} > 2 x reference error {ref_err:.3g}"
+
+
+@pytest.mark.parametrize("block_len", [8, 0])
+def test_autotuned_tiles_match_reference(autotuned, block_len):
+    inputs = make_inputs(3, 384, 300, "right", True, 2, torch.bfloat16, "cuda")
+    settings = (block_len, "forward", 5.0)
     got = run(masked_block_attn_triton, *inputs, *settings)
     low = run(masked_block_attn_ref, *inputs, *settings)
     want = reference64_cuda(*inputs, *settings)
@@ -82,17 +92,23 @@ def test_sixteen_thousand_tokens_one_block(direction):
     torch.testing.assert_close(out[0, queries].double(), want, atol=2e-2, rtol=2e-2)
 
 
-def test_full_disa_b8_n8192_memory_is_linear():
+def test_full_disa_b8_n8192_memory_is_linear(autotuned):
     B, n, d = 8, 8192, 300
     dep, head, value, bias, _, grad = make_inputs(B, n, d, "none", True, 6, torch.bfloat16, "cuda")
     leaves = [t.requires_grad_() for t in (dep, head, value, bias)]
+
+    def step():
+        out = masked_block_attn_triton(*leaves, None, 0, "forward", 5.0)
+        return torch.autograd.grad(out, leaves, grad)
+
+    step()  # compile and autotune first: the autotuner's timing allocates a cache-flush buffer
     torch.cuda.synchronize()
     torch.cuda.reset_peak_memory_stats()
     base = torch.cuda.memory_allocated()
-    out = masked_block_attn_triton(*leaves, None, 0, "forward", 5.0)
-    torch.autograd.grad(out, leaves, grad)
+    grads = step()
     torch.cuda.synchronize()
     extra = torch.cuda.max_memory_allocated() - base
+    assert all(torch.isfinite(g).all() for g in grads)
     # out, lse (fp32), d_head (fp32) and the four gradients: about 14 bytes per (b, j, k) for
     # bf16; an n x n x d buffer would be 8192x larger.
     assert extra < 24 * B * n * d, f"peak extra memory {extra / 2**20:.0f} MiB is not O(B n d)"
@@ -108,7 +124,7 @@ def test_opcheck():
     )
 
 
-def test_torch_compile_fullgraph_model_matches_eager():
+def test_torch_compile_fullgraph_model_matches_eager(autotuned):
     torch.manual_seed(0)
 
     class Block(torch.nn.Module):

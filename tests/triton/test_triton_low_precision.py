@@ -10,8 +10,7 @@ import torch
 
 from blosa.reference import masked_block_attn_ref
 from blosa_kernels import masked_block_attn_triton
-from conftest import DEVICE
-from helpers import make_inputs, max_err, reference64, run
+from triton_testing import DEVICE, make_inputs, max_err, reference64, run
 
 NAMES = ("out", "d_dep", "d_head", "d_value", "d_bias")
 CASES = [  # (B, n, d, block_len, direction, mask, path)

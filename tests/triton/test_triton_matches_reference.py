@@ -14,8 +14,7 @@ import torch
 
 import blosa
 from blosa_kernels import masked_block_attn_triton, masked_block_attn_triton_fwd
-from conftest import DEVICE
-from helpers import MASKS, make_inputs, max_err, reference64, run
+from triton_testing import DEVICE, MASKS, make_inputs, reference64, run
 
 DIRECTIONS = ("forward", "backward", "diag", "all")
 ATOL, RTOL = 2e-5, 1e-4  # float32 vs float64; observed errors are ~1e-6
@@ -149,3 +148,13 @@ def test_bad_arguments_raise_before_work(kwargs, word):
     args.update({k: (v.to(DEVICE) if isinstance(v, torch.Tensor) else v) for k, v in kwargs.items()})
     with pytest.raises((ValueError, TypeError), match=word):
         masked_block_attn_triton(x, x, x, args["bias"], args["mask"], args["block_len"], args["direction"], args["scale"])
+
+
+def test_ops_are_registered_under_their_own_names():
+    fwd = str(torch.ops.blosa.masked_block_attn_triton_fwd.default._schema)
+    bwd = str(torch.ops.blosa.masked_block_attn_triton_bwd.default._schema)
+    assert fwd.startswith("blosa::masked_block_attn_triton_fwd(Tensor dep, Tensor head, Tensor value, Tensor? bias")
+    assert fwd.endswith("-> (Tensor, Tensor)")
+    assert bwd.startswith("blosa::masked_block_attn_triton_bwd(Tensor grad_out,")
+    # The C++ ops keep their own names.
+    assert torch.ops.blosa.masked_block_attn_fwd.default is not torch.ops.blosa.masked_block_attn_triton_fwd.default

@@ -1,8 +1,14 @@
-"""Inputs and comparisons shared by the Triton kernel tests."""
+"""Inputs and comparisons shared by the Triton kernel tests.
+
+(Named uniquely: the test folders have no __init__.py, so a plain `helpers` or `conftest` import
+could pick up another folder's module.)
+"""
 import torch
 
 from blosa.reference import masked_block_attn_ref
 
+HAS_CUDA = torch.cuda.is_available()
+DEVICE = "cuda" if HAS_CUDA else "cpu"
 MASKS = ("none", "right", "holes", "empty_row")
 
 
