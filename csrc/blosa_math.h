@@ -9,6 +9,8 @@
 // Backward, with g = grad_out[j,k] and o = out[j,k], recomputes p = exp(s - lse) and uses
 //   dz  = p * g * (value[i,k] - o) * (1 - t^2)
 //   d_head[j] = sum_i dz,  d_dep[i] = sum_j dz,  d_value[i] = sum_j p * g,  d_bias = sum dz.
+// The CUDA kernels compute d_head[j] in the equivalent form of head_grad (below), which corrects
+// the saved o (rounded to float16/bfloat16) by the recomputed p.
 #pragma once
 
 #include <cmath>
@@ -82,6 +84,31 @@ template <typename T> BLOSA_HD T log_sum_exp(T pivot, T sum) { return pivot + st
 template <typename T> BLOSA_HD T grad_z(T p, T g, T v, T o, T t) {
   return p * g * (v - o) * (T(1) - t * t);
 }
+
+// Query-side gradient that does not trust the saved output. With w = 1 - t^2,
+//   d_head[j] = sum_i grad_z = g * sum_i p w (v_i - o),
+// which cancels to much less than its terms, since o = sum_i p v_i makes sum_i p (v_i - o) = 0.
+// For float16/bfloat16 the saved o is rounded to the input dtype, and its rounding error delta_o
+// survives that cancellation as g * delta_o * sum_i p w: more than the low-precision reference's
+// own error. So d_head uses o + r instead, r = sum_i p (v_i - o) being the correction that makes
+// it the output of the recomputed p (up to the accumulation's rounding):
+//   d_head[j] = g * sum_i p w (v_i - o - r) = g * (a - r * s),
+//   a = sum_i p w (v_i - o),   s = sum_i p w,   r = sum_i p (v_i - o),
+// summed in the one loop over j's keys that recomputes p (no extra tanh or exp). With exact
+// arithmetic r = 0 and this is sum_i grad_z. Shifting by the saved o (rather than summing
+// p w v_i, p w, p v_i and taking a - o' s) keeps the three sums small, so the error left by
+// sum_i p != 1 (the recomputed p carries the float lse's rounding) scales with d_head, not with
+// |v|; a query with a single key gets exactly 0, like the reference.
+template <typename T> BLOSA_HD void head_grad_accumulate(T p, T v, T o, T t, T& a, T& s, T& r) {
+  const T dv = v - o;
+  const T pw = p * (T(1) - t * t);
+  a += pw * dv;
+  s += pw;
+  r += p * dv;
+}
+
+// d_head[j] from the sums of head_grad_accumulate; 0 when the query has no key (a = s = r = 0).
+template <typename T> BLOSA_HD T head_grad(T g, T a, T s, T r) { return g * (a - r * s); }
 
 // ---------------------------------------------------------------------------------------------
 // Fast forms used by the CUDA kernels. They work in the log2 domain: with a = c * log2(e),

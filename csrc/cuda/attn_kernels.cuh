@@ -18,6 +18,11 @@
 //    Backward runs two such kernels: one per query tile (d_head) and one per key tile (d_dep,
 //    d_value), each recomputing p = exp(s - lse).
 //
+// d_head is g · (a - r·s) (head_grad in blosa_math.h): float sums over the query's keys that
+// correct the saved output o by r = sum_i p (v_i - o). For float16/bfloat16, o is rounded to the
+// input dtype, and that rounding would survive the cancellation in sum_i p (v_i - o) (1 - t²).
+// d_dep and d_value use the saved o as is (no such cancellation on the key side).
+//
 // Scores are bounded (|s| <= c), so for c <= 40 the softmax uses the constant pivot c: one
 // tanh and one exp per element (KERNEL_NOTES.md §1); larger scales use a running maximum.
 // float/half/bfloat16 accumulate in float with tanh.approx / ex2.approx (see blosa_math.h for
@@ -204,21 +209,20 @@ __global__ void __launch_bounds__(kSmallThreads) backward_small(const Args<T, A>
 #pragma unroll
   for (int j = 0; j < kSmallMax; ++j) {
     if (j < s.len) {
-      A dh = A(0);
+      A ha = A(0), hs = A(0), hr = A(0);  // head_grad sums
       if (real[j]) {
 #pragma unroll
         for (int i = 0; i < kSmallMax; ++i) {
           if (pair_ok<D>(i, j) && real[i]) {
             const A t = tanh_fast(xk[i] + xq[j]);
             const A pr = shifted_exp2(t, p.a, l2[j]);
-            const A dz = grad_z(pr, g[j], v[i], o[j], t);
-            dh += dz;
-            dd[i] += dz;
+            head_grad_accumulate(pr, v[i], o[j], t, ha, hs, hr);
+            dd[i] += grad_z(pr, g[j], v[i], o[j], t);
             dv[i] += pr * g[j];
           }
         }
       }
-      p.d_head[(s.row0 + j) * p.d + s.k] = static_cast<T>(dh);
+      p.d_head[(s.row0 + j) * p.d + s.k] = static_cast<T>(head_grad(g[j], ha, hs, hr));
     }
   }
 #pragma unroll
@@ -378,14 +382,14 @@ __global__ void __launch_bounds__(kWarps * 32)
   }
 }
 
-// d_head: per query tile, sum over its keys of dz. Rows of the tile that are padding or past
-// the block get g = 0 and are never written back, so their (finite or not) values do not
-// matter; a real row with an allowed real key has a finite lse.
+// d_head: per query tile, the head_grad sums (ha, hs, hr) over its keys. Rows of the tile that
+// are padding or past the block have o = l2 = 0 and are never written back, so their (finite or
+// not) sums do not matter; a real row with an allowed real key has a finite lse.
 template <typename T, typename A>
 __device__ __forceinline__ void dhead_full_keys(const Args<T, A>& p, int64_t base, int64_t lo,
                                                 int64_t hi, int64_t k, const A (&xq)[kTile],
-                                                const A (&g)[kTile], const A (&o)[kTile],
-                                                const A (&l2)[kTile], A (&dh)[kTile]) {
+                                                const A (&o)[kTile], const A (&l2)[kTile],
+                                                A (&ha)[kTile], A (&hs)[kTile], A (&hr)[kTile]) {
   const T* dep = p.dep + (base + lo) * p.d + k;
   const T* value = p.value + (base + lo) * p.d + k;
   const bool* mask = p.mask ? p.mask + base + lo : nullptr;
@@ -401,7 +405,7 @@ __device__ __forceinline__ void dhead_full_keys(const Args<T, A>& p, int64_t bas
 #pragma unroll
       for (int q = 0; q < kTile; ++q) {
         const A th = tanh_fast(xk + xq[q]);
-        dh[q] += grad_z(shifted_exp2(th, p.a, l2[q]), g[q], v, o[q], th);
+        head_grad_accumulate(shifted_exp2(th, p.a, l2[q]), v, o[q], th, ha[q], hs[q], hr[q]);
       }
     }
   }
@@ -417,19 +421,18 @@ __global__ void __launch_bounds__(kWarps * 32)
   if (k >= p.d) return;
   const A qbias = p.bias ? static_cast<A>(p.bias[k]) : A(0);
   const A log2e = static_cast<A>(kLog2e);
-  A xq[kTile], g[kTile], o[kTile], l2[kTile], dh[kTile];
+  A xq[kTile], o[kTile], l2[kTile], ha[kTile], hs[kTile], hr[kTile];
   bool real[kTile];
   bool any_real = false;
 #pragma unroll
   for (int q = 0; q < kTile; ++q) {
     real[q] = false;
-    xq[q] = g[q] = o[q] = l2[q] = dh[q] = A(0);
+    xq[q] = o[q] = l2[q] = ha[q] = hs[q] = hr[q] = A(0);
     if (q < t.nq) {
       const int64_t off = (t.base + t.j0 + q) * p.d + k;
       real[q] = is_real(p.mask, t.base + t.j0 + q);
       xq[q] = (static_cast<A>(p.head[off]) + qbias) * p.inv_c;
       if (real[q]) {
-        g[q] = static_cast<A>(p.grad_out[off]);
         o[q] = static_cast<A>(p.out_in[off]);
         l2[q] = p.lse_in[off] * log2e;
       }
@@ -438,8 +441,8 @@ __global__ void __launch_bounds__(kWarps * 32)
   }
   if (any_real) {
     const Ranges r = ranges_of(p.dir, t);
-    dhead_full_keys(p, t.base, r.f1_lo, r.f1_hi, k, xq, g, o, l2, dh);
-    dhead_full_keys(p, t.base, r.f2_lo, r.f2_hi, k, xq, g, o, l2, dh);
+    dhead_full_keys(p, t.base, r.f1_lo, r.f1_hi, k, xq, o, l2, ha, hs, hr);
+    dhead_full_keys(p, t.base, r.f2_lo, r.f2_hi, k, xq, o, l2, ha, hs, hr);
     for (int64_t i = r.e_lo; i < r.e_hi; ++i) {
       if (!is_real(p.mask, t.base + i)) continue;
       const int64_t off = (t.base + i) * p.d + k;
@@ -449,7 +452,7 @@ __global__ void __launch_bounds__(kWarps * 32)
       for (int q = 0; q < kTile; ++q) {
         if (real[q] && pair_allowed(p.dir, i, t.j0 + q, t.start, t.end)) {
           const A th = tanh_fast(xk + xq[q]);
-          dh[q] += grad_z(shifted_exp2(th, p.a, l2[q]), g[q], v, o[q], th);
+          head_grad_accumulate(shifted_exp2(th, p.a, l2[q]), v, o[q], th, ha[q], hs[q], hr[q]);
         }
       }
     }
@@ -457,7 +460,10 @@ __global__ void __launch_bounds__(kWarps * 32)
 #pragma unroll
   for (int q = 0; q < kTile; ++q) {
     if (q < t.nq) {
-      p.d_head[(t.base + t.j0 + q) * p.d + k] = static_cast<T>(real[q] ? dh[q] : A(0));
+      const int64_t off = (t.base + t.j0 + q) * p.d + k;
+      A dh = A(0);
+      if (real[q]) dh = head_grad(static_cast<A>(p.grad_out[off]), ha[q], hs[q], hr[q]);
+      p.d_head[off] = static_cast<T>(dh);
     }
   }
 }
