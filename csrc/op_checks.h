@@ -63,6 +63,33 @@ inline void check_attn_args(const at::Tensor& dep, const at::Tensor& head, const
                     "scale must be a finite positive number, got ", scale);
 }
 
+// dtype of the saved log-sum-exp: float64 for float64 inputs, float32 otherwise
+// (python/blosa/ops.py's fake kernel says the same).
+inline at::ScalarType lse_dtype(at::ScalarType input) {
+  return input == at::kDouble ? at::kDouble : at::kFloat;
+}
+
+// Checks of masked_block_attn_bwd's extra inputs against dep: grad_out and out [B, n, d] in
+// dep's dtype, lse [B, n, d] in lse_dtype, all on dep's device.
+inline void check_saved_tensors(const at::Tensor& grad_out, const at::Tensor& out,
+                                const at::Tensor& lse, const at::Tensor& dep) {
+  for (const auto* t : {&grad_out, &out}) {
+    TORCH_CHECK_VALUE(t->sizes() == dep.sizes() && t->scalar_type() == dep.scalar_type() &&
+                          t->device() == dep.device(),
+                      "grad_out and out must match dep's shape, dtype and device, got ",
+                      t->sizes(), " ", t->scalar_type(), " on ", t->device());
+  }
+  const auto want = lse_dtype(dep.scalar_type());
+  TORCH_CHECK_VALUE(lse.sizes() == dep.sizes() && lse.scalar_type() == want &&
+                        lse.device() == dep.device(),
+                    "lse must have dep's shape, dtype ", want, " and dep's device, got ",
+                    lse.sizes(), " ", lse.scalar_type(), " on ", lse.device());
+}
+
+inline std::optional<at::Tensor> contiguous(const std::optional<at::Tensor>& t) {
+  return t.has_value() ? std::optional<at::Tensor>(t->contiguous()) : std::nullopt;
+}
+
 // Block length actually used: <= 0 or >= n means one block over the whole sequence.
 inline int64_t resolve_block_len(int64_t block_len, int64_t n) {
   return (block_len <= 0 || block_len >= n) ? n : block_len;

@@ -29,10 +29,6 @@ const T* data_or_null(const std::optional<at::Tensor>& t) {
   return t.has_value() ? t->data_ptr<T>() : nullptr;
 }
 
-std::optional<at::Tensor> contiguous(const std::optional<at::Tensor>& t) {
-  return t.has_value() ? std::optional<at::Tensor>(t->contiguous()) : std::nullopt;
-}
-
 std::tuple<at::Tensor, at::Tensor> forward_cpu(const at::Tensor& dep_in, const at::Tensor& head_in,
                                                const at::Tensor& value_in,
                                                const std::optional<at::Tensor>& bias_in,
@@ -48,7 +44,8 @@ std::tuple<at::Tensor, at::Tensor> forward_cpu(const at::Tensor& dep_in, const a
   const auto mask = contiguous(mask_in);
   at::Tensor out = at::zeros_like(dep);
   // +inf marks queries without keys, so that backward's exp(s - lse) is 0 there.
-  at::Tensor lse = at::full_like(dep, std::numeric_limits<double>::infinity());
+  at::Tensor lse = at::full_like(dep, std::numeric_limits<double>::infinity(),
+                                 dep.options().dtype(lse_dtype(dep.scalar_type())));
   if (dep.numel() == 0) return {out, lse};
   const cpu::AttnShape s = shape_of(dep, block_len, dir, scale);
   AT_DISPATCH_FLOATING_TYPES(dep.scalar_type(), "masked_block_attn_fwd_cpu", [&] {
@@ -68,11 +65,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> backward_cpu(
   const std::string dir(direction);
   check_attn_args(dep_in, head_in, value_in, bias_in, mask_in, dir, scale);
   check_cpu_dtype(dep_in);
-  for (const auto* t : {&grad_out_in, &out_in, &lse_in}) {
-    TORCH_CHECK_VALUE(t->sizes() == dep_in.sizes() && t->scalar_type() == dep_in.scalar_type(),
-                      "grad_out, out and lse must match dep's shape and dtype, got ", t->sizes(),
-                      " ", t->scalar_type());
-  }
+  check_saved_tensors(grad_out_in, out_in, lse_in, dep_in);
   const at::Tensor grad_out = grad_out_in.contiguous(), dep = dep_in.contiguous(),
                    head = head_in.contiguous(), value = value_in.contiguous(),
                    out = out_in.contiguous(), lse = lse_in.contiguous();

@@ -23,10 +23,6 @@ using cuda::Args;
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
-at::ScalarType lse_dtype(at::ScalarType t) {
-  return t == at::kDouble ? at::kDouble : at::kFloat;
-}
-
 void check_cuda_inputs(const at::Tensor& dep) {
   TORCH_CHECK_VALUE(dep.is_cuda(), "the CUDA kernels of masked_block_attn need CUDA tensors, got ",
                     dep.device());
@@ -37,10 +33,6 @@ void check_cuda_inputs(const at::Tensor& dep) {
                    t, " (dep)");
   TORCH_CHECK_VALUE(dep.size(2) <= int64_t(65535) * 32,
                     "masked_block_attn on CUDA supports d <= 2097120, got d = ", dep.size(2));
-}
-
-std::optional<at::Tensor> contiguous(const std::optional<at::Tensor>& t) {
-  return t.has_value() ? std::optional<at::Tensor>(t->contiguous()) : std::nullopt;
 }
 
 template <typename T>
@@ -200,17 +192,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> backward_cuda(
   const std::string dir(direction);
   check_attn_args(dep_in, head_in, value_in, bias_in, mask_in, dir, scale);
   check_cuda_inputs(dep_in);
-  for (const auto* t : {&grad_out_in, &out_in}) {
-    TORCH_CHECK_VALUE(t->sizes() == dep_in.sizes() && t->scalar_type() == dep_in.scalar_type() &&
-                          t->device() == dep_in.device(),
-                      "grad_out and out must match dep's shape, dtype and device, got ",
-                      t->sizes(), " ", t->scalar_type(), " on ", t->device());
-  }
-  const auto want_lse = lse_dtype(dep_in.scalar_type());
-  TORCH_CHECK_VALUE(lse_in.sizes() == dep_in.sizes() && lse_in.scalar_type() == want_lse &&
-                        lse_in.device() == dep_in.device(),
-                    "lse must have dep's shape, dtype ", want_lse, " and dep's device, got ",
-                    lse_in.sizes(), " ", lse_in.scalar_type(), " on ", lse_in.device());
+  check_saved_tensors(grad_out_in, out_in, lse_in, dep_in);
   const c10::cuda::CUDAGuard guard(dep_in.device());
   const at::Tensor grad_out = grad_out_in.contiguous(), dep = dep_in.contiguous(),
                    head = head_in.contiguous(), value = value_in.contiguous(),
