@@ -2,8 +2,9 @@
 
 Triton's interpreter (how the CPU tests run the kernels) is lenient about things the compiler
 rejects (types of loop-carried values, constexpr rules, inline PTX), so CI also compiles each
-kernel ahead of time for one architecture, with Triton's bundled ptxas. Needs TRITON_INTERPRET
-unset. Exit status 0 when all compile.
+kernel ahead of time for one architecture, with Triton's bundled ptxas. Each kernel compiles
+twice: with its float scalars (c, 1/c, c·log2 e) as float32, as eager launches pass them, and as
+float64, as torch.compile may. Needs TRITON_INTERPRET unset. Exit status 0 when all compile.
 """
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import sys
 import time
 
 
-def _signature(fn, dtype, constexprs):
+def _signature(fn, dtype, constexprs, float_scalars):
     sig = {}
     for name in fn.arg_names:
         if name in constexprs:
@@ -25,7 +26,7 @@ def _signature(fn, dtype, constexprs):
         elif name in ("dep", "head", "value", "bias", "out", "grad_out", "d_dep", "d_value"):
             sig[name] = f"*{dtype}"
         elif name in ("c", "inv_c", "c_log2e"):
-            sig[name] = "fp32"
+            sig[name] = float_scalars
         else:
             sig[name] = "i32"
     return sig
@@ -59,11 +60,13 @@ def main(argv=None) -> int:
 
     target = GPUTarget("cuda", args.arch, 32)
     for fn, dtype, constexprs in cases():
-        t0 = time.time()
-        src = ASTSource(fn=fn, signature=_signature(fn, dtype, constexprs), constexprs=constexprs)
-        kernel = triton.compile(src, target=target)
-        assert kernel.asm.get("cubin"), fn.__name__
-        print(f"ok  {fn.__name__:<18} {dtype:<5} sm_{args.arch}  {time.time() - t0:5.1f}s  {constexprs}")
+        for float_scalars in ("fp32", "fp64"):
+            t0 = time.time()
+            signature = _signature(fn, dtype, constexprs, float_scalars)
+            kernel = triton.compile(ASTSource(fn=fn, signature=signature, constexprs=constexprs), target=target)
+            assert kernel.asm.get("cubin"), fn.__name__
+            print(f"ok  {fn.__name__:<18} {dtype:<5} scalars {float_scalars} sm_{args.arch}  "
+                  f"{time.time() - t0:5.1f}s  {constexprs}")
     return 0
 
 
