@@ -129,8 +129,9 @@ def masked_block_attn(
         direction: which keys i a query j sees in its block: "forward" i < j, "backward" i > j,
             "diag" i != j, "all" every key.
         scale: c in c * tanh(z / c); finite and positive.
-        backend: "auto" (the fastest available for the tensors' device), "cpu" (fused C++),
-            "cuda" (fused CUDA C++), "triton", or "reference" (plain PyTorch).
+        backend: "auto" (the fastest available for the tensors' device), "cpu" (fused C++,
+            float32/float64), "cuda" (fused CUDA C++), "triton" (computes float64 inputs in
+            float32), or "reference" (plain PyTorch).
 
     Returns:
         out: [B, n, d], out[b, j, k] = sum_i p[b, j, i, k] * value[b, i, k], p being the softmax
