@@ -41,3 +41,22 @@ def assert_close(actual: torch.Tensor, expected: torch.Tensor, what: str, seed: 
 def weighted_loss(tokens: torch.Tensor, sentence: torch.Tensor, w_tok: torch.Tensor, w_sent: torch.Tensor):
     """A scalar whose gradient reaches every output element with a different weight."""
     return (tokens * w_tok).sum() + (sentence * w_sent).sum()
+
+
+def assert_batch_independent(model, d_in: int, L: int, extra_len: int, seed: int, name: str = "") -> None:
+    """The same sentence (length L) alone and inside a batch padded to L + extra_len (garbage at
+    padding) gives the same token vectors and sentence vector, and padding outputs are 0."""
+    x1, m1 = random_batch(1, L, d_in, lengths=[L])
+    n = L + extra_len
+    B = random.randint(2, 4)
+    row = random.randrange(B)
+    lengths = [random.randint(0, n) for _ in range(B)]
+    lengths[row] = L
+    xb, mb = random_batch(B, n, d_in, lengths=lengths)
+    xb[row, :L] = x1[0]
+    with torch.no_grad():
+        t1, s1 = model(x1, m1)
+        tb, sb = model(xb, mb)
+    assert_close(tb[row, :L], t1[0], f"{name} tokens of a sentence of length {L} in a batch of n={n}", seed)
+    assert_close(sb[row], s1[0], f"{name} sentence vector, length {L} in a batch of n={n}", seed)
+    assert torch.all(tb[~mb] == 0), f"token outputs at padding are not 0 (seed={seed})"

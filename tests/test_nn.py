@@ -10,7 +10,8 @@ import torch
 from blosa.nn import (ATTENTION_ENCODERS, ENCODERS, BiBloSAN, DiSAN, MaskedBlockSelfAttention, Source2Token,
                       block_len_for_dataset, block_len_for_length, build_encoder, resolve_block_len,
                       set_backend)
-from nn_helpers import assert_close, fresh_seed, random_batch, right_padded_mask, weighted_loss
+from nn_helpers import (assert_batch_independent, assert_close, fresh_seed, random_batch, right_padded_mask,
+                        weighted_loss)
 
 ATTENTION_MODELS = ["bibosan", "bibosan_no_local", "bibosan_no_global", "disan"]
 
@@ -98,25 +99,6 @@ def test_set_backend_switches_every_attention_and_keeps_state_dict():
 
 # ---------------------------------------------------------------- padding
 
-def _assert_batch_independent(model, d_in, L, r_extra, seed):
-    """The same sentence alone and inside a padded batch (garbage at padding) gives the same
-    token vectors and sentence vector. Returns nothing; asserts."""
-    x1, m1 = random_batch(1, L, d_in, lengths=[L])
-    n = L + r_extra
-    B = random.randint(2, 4)
-    row = random.randrange(B)
-    lengths = [random.randint(0, n) for _ in range(B)]
-    lengths[row] = L
-    xb, mb = random_batch(B, n, d_in, lengths=lengths)
-    xb[row, :L] = x1[0]
-    with torch.no_grad():
-        t1, s1 = model(x1, m1)
-        tb, sb = model(xb, mb)
-    assert_close(tb[row, :L], t1[0], f"tokens of a sentence of length {L} in a batch of n={n}", seed)
-    assert_close(sb[row], s1[0], f"sentence vector, length {L} in a batch of n={n}", seed)
-    assert torch.all(tb[~mb] == 0), f"token outputs at padding are not 0 (seed={seed})"
-
-
 @pytest.mark.parametrize("name", ATTENTION_MODELS)
 @pytest.mark.parametrize("backend", ["cpu", "reference"])
 def test_same_sentence_same_vector_whatever_the_padding(name, backend):
@@ -125,7 +107,7 @@ def test_same_sentence_same_vector_whatever_the_padding(name, backend):
     d_in = random.randint(2, 6)
     model = build_encoder(name, d_in, 4, backend=backend, **_attn_kw(name, r)).double().eval()
     # 2r extra positions: the padded batch has blocks that are entirely padding
-    _assert_batch_independent(model, d_in, L, 2 * r + random.randint(0, 5), seed)
+    assert_batch_independent(model, d_in, L, 2 * r + random.randint(0, 5), seed)
 
 
 class _UnmaskedBlocks(MaskedBlockSelfAttention):
@@ -143,7 +125,7 @@ def test_batch_independence_check_catches_unmasked_padding_blocks():
     # (L=6 fills 3 whole blocks: with a padded last block h there would be 0 and so would v.)
     model.bi_blosa.bw.__class__ = _UnmaskedBlocks
     with pytest.raises(AssertionError, match="length 6"):
-        _assert_batch_independent(model, 4, L=6, r_extra=6, seed=seed)
+        assert_batch_independent(model, 4, L=6, extra_len=6, seed=seed)
 
 
 @pytest.mark.parametrize("name, backend", [(name, "auto") for name in sorted(ENCODERS)]

@@ -9,7 +9,7 @@ import torch
 
 from blosa.nn import BiSRU, build_encoder
 from blosa.nn.baselines import SRULayer
-from nn_helpers import assert_close, fresh_seed, random_batch, right_padded_mask
+from nn_helpers import assert_batch_independent, assert_close, fresh_seed, random_batch, right_padded_mask
 
 BASELINES = ["bilstm", "bigru", "bisru", "multi_cnn", "hrchy_cnn", "multi_head"]
 
@@ -36,18 +36,7 @@ def test_padding_cannot_change_a_sentence(name):
     seed = fresh_seed()
     L, d_in = random.randint(1, 8), random.randint(3, 6)
     model = build_encoder(name, d_in, 5).double().eval()
-    x1, m1 = random_batch(1, L, d_in, lengths=[L])
-    n, B = L + random.randint(1, 6), 3
-    row = random.randrange(B)
-    lengths = [random.randint(0, n) for _ in range(B)]
-    lengths[row] = L
-    xb, mb = random_batch(B, n, d_in, lengths=lengths)
-    xb[row, :L] = x1[0]
-    with torch.no_grad():
-        t1, s1 = model(x1, m1)
-        tb, sb = model(xb, mb)
-    assert_close(tb[row, :L], t1[0], f"{name} tokens, length {L} in a batch of n={n}", seed)
-    assert_close(sb[row], s1[0], f"{name} sentence, length {L} in a batch of n={n}", seed)
+    assert_batch_independent(model, d_in, L, random.randint(1, 6), seed, name)
 
 
 @pytest.mark.parametrize("name", ["bilstm", "bigru"])
