@@ -9,7 +9,7 @@
 // Backward, with g = grad_out[j,k] and o = out[j,k], recomputes p = exp(s - lse) and uses
 //   dz  = p * g * (value[i,k] - o) * (1 - t^2)
 //   d_head[j] = sum_i dz,  d_dep[i] = sum_j dz,  d_value[i] = sum_j p * g,  d_bias = sum dz.
-// The CUDA kernels compute d_head[j] in the equivalent form of head_grad (below), which corrects
+// The kernels compute d_head[j] in the equivalent form of head_grad (below), which corrects
 // the saved o (rounded to float16/bfloat16) by the recomputed p.
 #pragma once
 

@@ -94,7 +94,7 @@ void backward_task(const AttnShape& s, const Task& t, const T* grad_out, const T
                    const T* lse, T* d_dep, T* d_head, T* d_value) {
   const T c = static_cast<T>(s.scale), inv_c = T(1) / c;
   const int64_t w = t.width;
-  T query[kTile], d_query[kTile];
+  T query[kTile], h_a[kTile], h_s[kTile], h_r[kTile];  // sums of head_grad_accumulate
   for (int64_t j = t.start; j < t.end; ++j) {
     const int64_t row_j = t.b * s.n + j;
     if (!is_real(mask, row_j)) continue;
@@ -104,7 +104,7 @@ void backward_task(const AttnShape& s, const Task& t, const T* grad_out, const T
     const T* lse_j = lse + off_j;
     for (int64_t k = 0; k < w; ++k) {
       query[k] = head[off_j + k] + (bias ? bias[t.k0 + k] : T(0));
-      d_query[k] = T(0);
+      h_a[k] = h_s[k] = h_r[k] = T(0);
     }
     int64_t lo, hi;
     key_range(s.direction, j, t.start, t.end, &lo, &hi);
@@ -120,13 +120,13 @@ void backward_task(const AttnShape& s, const Task& t, const T* grad_out, const T
       for (int64_t k = 0; k < w; ++k) {
         const T th = scaled_tanh(dep_i[k] + query[k], inv_c);
         const T p = shifted_exp(th, c, lse_j[k]);
-        const T dz = grad_z(p, g_j[k], value_i[k], out_j[k], th);
-        d_query[k] += dz;
-        d_dep_i[k] += dz;
+        // d_head in the form the CUDA kernels use (blosa_math.h), so these tests run it too.
+        head_grad_accumulate(p, value_i[k], out_j[k], th, h_a[k], h_s[k], h_r[k]);
+        d_dep_i[k] += grad_z(p, g_j[k], value_i[k], out_j[k], th);
         d_value_i[k] += p * g_j[k];
       }
     }
-    for (int64_t k = 0; k < w; ++k) d_head[off_j + k] = d_query[k];
+    for (int64_t k = 0; k < w; ++k) d_head[off_j + k] = head_grad(g_j[k], h_a[k], h_s[k], h_r[k]);
   }
 }
 
