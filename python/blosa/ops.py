@@ -11,9 +11,16 @@ from __future__ import annotations
 
 import torch
 
-import blosa._C  # noqa: F401  (registers the torch.ops.blosa ops)
 from blosa._validate import check_attn_args
 from blosa.reference import masked_block_attn_ref
+
+try:
+    import blosa._C  # noqa: F401  (registers the torch.ops.blosa ops)
+except ImportError as error:
+    raise ImportError(
+        "blosa's C++ extension (blosa._C) is not built or does not match this torch: run "
+        "`make build`, or `pip install --no-build-isolation -e .` with torch installed first"
+    ) from error
 
 BACKENDS = ("auto", "cpu", "cuda", "triton", "reference")
 
