@@ -43,6 +43,28 @@ def weighted_loss(tokens: torch.Tensor, sentence: torch.Tensor, w_tok: torch.Ten
     return (tokens * w_tok).sum() + (sentence * w_sent).sum()
 
 
+def outputs_and_grads(model, x, mask, w_tok, w_sent) -> dict[str, torch.Tensor | None]:
+    """Everything two runs of an encoder should agree on, by label: "tokens", "sentence",
+    "d x" (the embeddings' gradient) and "d <parameter name>" for every parameter, the
+    gradients being those of weighted_loss(tokens, sentence, w_tok, w_sent)."""
+    model.zero_grad(set_to_none=True)
+    x = x.clone().requires_grad_(True)
+    tokens, sentence = model(x, mask)
+    weighted_loss(tokens, sentence, w_tok, w_sent).backward()
+    results = {"tokens": tokens.detach(), "sentence": sentence.detach(), "d x": x.grad}
+    module = getattr(model, "_orig_mod", model)  # torch.compile's wrapper prefixes the names
+    results.update({f"d {name}": p.grad for name, p in module.named_parameters()})
+    return results
+
+
+def assert_same_results(got: dict, want: dict, where: str, seed: int, **tol) -> None:
+    """outputs_and_grads of two runs agree label by label; every parameter got a gradient."""
+    assert got.keys() == want.keys(), f"{where}: {sorted(got.keys() ^ want.keys())}"
+    for label, w in want.items():
+        assert w is not None and got[label] is not None, f"{label} got no gradient ({where})"
+        assert_close(got[label], w, f"{label}, {where}", seed, **tol)
+
+
 def assert_batch_independent(model, d_in: int, L: int, extra_len: int, seed: int, name: str = "") -> None:
     """The same sentence (length L) alone and inside a batch padded to L + extra_len (garbage at
     padding) gives the same token vectors and sentence vector, and padding outputs are 0."""

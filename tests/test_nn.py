@@ -10,8 +10,8 @@ import torch
 from blosa.nn import (ATTENTION_ENCODERS, ENCODERS, BiBloSAN, DiSAN, MaskedBlockSelfAttention, Source2Token,
                       block_len_for_dataset, block_len_for_length, build_encoder, resolve_block_len,
                       set_backend)
-from nn_helpers import (assert_batch_independent, assert_close, fresh_seed, random_batch, right_padded_mask,
-                        weighted_loss)
+from nn_helpers import (assert_batch_independent, assert_close, assert_same_results, fresh_seed, outputs_and_grads,
+                        random_batch)
 
 ATTENTION_MODELS = ["bibosan", "bibosan_no_local", "bibosan_no_global", "disan"]
 
@@ -28,15 +28,6 @@ def _fused_and_reference(name, d_in, hidden, **kw):
     return fused, ref
 
 
-def _outputs_and_grads(model, x, mask, w_tok, w_sent):
-    model.zero_grad(set_to_none=True)
-    x = x.clone().requires_grad_(True)
-    tokens, sentence = model(x, mask)
-    weighted_loss(tokens, sentence, w_tok, w_sent).backward()
-    grads = {name: p.grad for name, p in model.named_parameters()}
-    return tokens.detach(), sentence.detach(), x.grad, grads
-
-
 # ---------------------------------------------------------------- fused vs reference
 
 @pytest.mark.parametrize("name", ATTENTION_MODELS)
@@ -50,16 +41,9 @@ def test_fused_matches_reference_outputs_and_every_gradient(name, case):
     x, mask = random_batch(B, n, d_in)
     w_tok = torch.randn(B, n, fused.token_dim, dtype=torch.float64)
     w_sent = torch.randn(B, fused.sentence_dim, dtype=torch.float64)
-    got = _outputs_and_grads(fused, x, mask, w_tok, w_sent)
-    want = _outputs_and_grads(ref, x, mask, w_tok, w_sent)
-    where = f"{name} B={B} n={n} r={block_len} mask={mask.sum(1).tolist()}"
-    assert_close(got[0], want[0], f"tokens, {where}", seed)
-    assert_close(got[1], want[1], f"sentence, {where}", seed)
-    assert_close(got[2], want[2], f"d embeddings, {where}", seed)
-    assert got[3].keys() == want[3].keys()
-    for pname, g in want[3].items():
-        assert g is not None, f"{pname} got no gradient ({where})"
-        assert_close(got[3][pname], g, f"d {pname}, {where}", seed)
+    got = outputs_and_grads(fused, x, mask, w_tok, w_sent)
+    want = outputs_and_grads(ref, x, mask, w_tok, w_sent)
+    assert_same_results(got, want, f"{name} B={B} n={n} r={block_len} mask={mask.sum(1).tolist()}", seed)
 
 
 @pytest.mark.parametrize("direction", ["forward", "backward"])

@@ -13,7 +13,7 @@ import torch
 
 from blosa.ops import cuda_kernels_built
 from blosa.nn import build_encoder
-from nn_helpers import assert_close, fresh_seed, random_batch, weighted_loss
+from nn_helpers import assert_close, assert_same_results, fresh_seed, outputs_and_grads, random_batch
 
 if not torch.cuda.is_available():
     pytest.skip("no CUDA device: torch.cuda.is_available() is False", allow_module_level=True)
@@ -29,14 +29,6 @@ def _tol(backend):
     return TOL[backend]
 
 
-def _grads(model, x, mask, w_tok, w_sent):
-    model.zero_grad(set_to_none=True)
-    x = x.clone().requires_grad_(True)
-    tokens, sentence = model(x, mask)
-    weighted_loss(tokens, sentence, w_tok, w_sent).backward()
-    return [tokens.detach(), sentence.detach(), x.grad] + [p.grad for p in model.parameters()]
-
-
 @pytest.mark.parametrize("backend", GPU_BACKENDS)
 @pytest.mark.parametrize("name", ["bibosan", "disan", "bibosan_no_local", "bibosan_no_global"])
 def test_gpu_backend_matches_reference_model(name, backend):
@@ -50,12 +42,11 @@ def test_gpu_backend_matches_reference_model(name, backend):
     x, mask = x.to(DEV), mask.to(DEV)
     w_tok = torch.randn(B, n, model.token_dim, dtype=torch.float64, device=DEV)
     w_sent = torch.randn(B, model.sentence_dim, dtype=torch.float64, device=DEV)
-    got, want = _grads(model, x, mask, w_tok, w_sent), _grads(ref, x, mask, w_tok, w_sent)
+    got, want = outputs_and_grads(model, x, mask, w_tok, w_sent), outputs_and_grads(ref, x, mask, w_tok, w_sent)
     atol, rtol = _tol(backend)
-    labels = ["tokens", "sentence", "d x"] + [p for p, _ in model.named_parameters()]
-    for label, g, w in zip(labels, got, want):
+    for label, w in want.items():
         scale = max(1.0, w.abs().max().item())
-        assert_close(g, w, f"{name} {backend} {kw} n={n}: {label}", seed, atol=atol * scale, rtol=rtol)
+        assert_close(got[label], w, f"{name} {backend} {kw} n={n}: {label}", seed, atol=atol * scale, rtol=rtol)
 
 
 @pytest.mark.parametrize("name", ["bilstm", "bigru", "bisru", "multi_cnn", "hrchy_cnn", "multi_head"])
@@ -92,6 +83,5 @@ def test_compile_on_gpu_matches_eager(backend):
     x, mask = x.float().to(DEV), mask.to(DEV)
     w_tok = torch.randn(3, 23, 24, device=DEV)
     w_sent = torch.randn(3, 24, device=DEV)
-    want, got = _grads(model, x, mask, w_tok, w_sent), _grads(compiled, x, mask, w_tok, w_sent)
-    for g, w in zip(got, want):
-        assert_close(g, w, f"compiled vs eager on GPU ({backend})", seed, atol=1e-4, rtol=1e-3)
+    want, got = outputs_and_grads(model, x, mask, w_tok, w_sent), outputs_and_grads(compiled, x, mask, w_tok, w_sent)
+    assert_same_results(got, want, f"compiled vs eager on GPU ({backend})", seed, atol=1e-4, rtol=1e-3)

@@ -14,7 +14,8 @@ import torch
 
 import blosa
 from blosa_kernels import masked_block_attn_triton, masked_block_attn_triton_fwd
-from triton_testing import DEVICE, MASKS, make_inputs, reference64, run
+from attn_cases import MASK_KINDS
+from triton_testing import DEVICE, make_inputs, reference64, run
 
 DIRECTIONS = ("forward", "backward", "diag", "all")
 ATOL, RTOL = 2e-5, 1e-4  # float32 vs float64; observed errors are ~1e-6
@@ -42,7 +43,7 @@ def compare(B, n, d, block_len, direction, mask_kind, bias, scale, seed):
 # n = 13: block_len 1, 3, 5 (does not divide 13), 13 (= n), 20 (> n), 0 (one block).
 @pytest.mark.parametrize("direction", DIRECTIONS)
 @pytest.mark.parametrize("block_len", [1, 3, 5, 13, 20, 0])
-@pytest.mark.parametrize("mask_kind", MASKS)
+@pytest.mark.parametrize("mask_kind", MASK_KINDS)
 def test_block_kernels(direction, block_len, mask_kind):
     seed = seed_of(direction, block_len, mask_kind)
     compare(2, 13, 6, block_len, direction, mask_kind, bias=seed % 2 == 0, scale=5.0, seed=seed)
@@ -127,7 +128,7 @@ def test_empty_inputs(shape):
 
 
 def test_public_api_backend_triton():
-    dep, head, value, bias, mask, grad = make_inputs(2, 10, 4, "right", True, 9, torch.float32, DEVICE)
+    dep, head, value, bias, mask, grad = make_inputs(2, 10, 4, "right_pad", True, 9, torch.float32, DEVICE)
     out = blosa.masked_block_attn(dep, head, value, bias, mask, 4, "backward", 5.0, backend="triton")
     want = reference64(dep, head, value, bias, mask, grad, 4, "backward", 5.0)[0]
     torch.testing.assert_close(out.cpu().double(), want, atol=ATOL, rtol=RTOL)
