@@ -41,7 +41,9 @@ def _bwd_fake(grad_out, dep, head, value, bias, mask, out, lse, block_len, direc
     return torch.empty_like(dep), torch.empty_like(head), torch.empty_like(value)
 
 
-def _setup_context(ctx, inputs, output):
+def setup_attn_context(ctx, inputs, output):
+    """Autograd context of every backend's forward op (inputs as masked_block_attn's, output
+    (out, lse)): saves what its backward op needs; lse gets no gradient."""
     dep, head, value, bias, mask, block_len, direction, scale = inputs
     out, lse = output
     ctx.save_for_backward(dep, head, value, bias, mask, out, lse)
@@ -61,7 +63,7 @@ def _backward(ctx, grad_out, _grad_lse):
 
 
 torch.library.register_autograd(
-    "blosa::masked_block_attn_fwd", _backward, setup_context=_setup_context
+    "blosa::masked_block_attn_fwd", _backward, setup_context=setup_attn_context
 )
 
 
