@@ -18,7 +18,6 @@ import triton
 from torch.library import triton_op, wrap_triton
 
 from blosa._validate import check_attn_args
-from blosa.ops import setup_attn_context
 from blosa_kernels import configs
 from blosa_kernels._math import DIRECTION_CODE
 
@@ -160,6 +159,15 @@ def masked_block_attn_triton_bwd(
     return d_dep, d_head.to(dep.dtype), d_value, d_bias
 
 
+def _setup_context(ctx, inputs, output):
+    """Saves what masked_block_attn_triton_bwd needs; lse gets no gradient."""
+    dep, head, value, bias, mask, block_len, direction, scale = inputs
+    out, lse = output
+    ctx.save_for_backward(dep, head, value, bias, mask, out, lse)
+    ctx.attn_settings = (block_len, direction, scale)
+    ctx.mark_non_differentiable(lse)
+
+
 def _backward(ctx, grad_out, _grad_lse):
     dep, head, value, bias, mask, out, lse = ctx.saved_tensors
     block_len, direction, scale = ctx.attn_settings
@@ -170,7 +178,7 @@ def _backward(ctx, grad_out, _grad_lse):
     return d_dep, d_head, d_value, d_bias, None, None, None, None
 
 
-masked_block_attn_triton_fwd.register_autograd(_backward, setup_context=setup_attn_context)
+masked_block_attn_triton_fwd.register_autograd(_backward, setup_context=_setup_context)
 
 
 def masked_block_attn_triton(dep, head, value, bias=None, mask=None, block_len=0,

@@ -1,11 +1,11 @@
-"""The fused op `torch.ops.blosa.masked_block_attn`: autograd, fake kernels, backend choice.
+"""The fused op `torch.ops.blosa.masked_block_attn`: fake kernels and backend choice.
 
 The C++ extension (csrc/) defines three ops:
   masked_block_attn      public, composite: returns masked_block_attn_fwd(...)[0]
   masked_block_attn_fwd  -> (out [B, n, d], lse [B, n, d]); lse = +inf where a query has no key
   masked_block_attn_bwd  -> (d_dep, d_head, d_value), recomputing probabilities from lse
-This module gives _fwd its autograd formula and fake (meta) kernels, so that every device's
-kernels are differentiable and traceable by torch.compile.
+Autograd of _fwd is C++ too (csrc/autograd.cpp); this module gives the ops their fake (meta)
+kernels, so that torch.compile can trace them, and picks the backend of a call.
 """
 from __future__ import annotations
 
@@ -39,32 +39,6 @@ def _fwd_fake(dep, head, value, bias, mask, block_len, direction, scale):
 @torch.library.register_fake("blosa::masked_block_attn_bwd")
 def _bwd_fake(grad_out, dep, head, value, bias, mask, out, lse, block_len, direction, scale):
     return torch.empty_like(dep), torch.empty_like(head), torch.empty_like(value)
-
-
-def setup_attn_context(ctx, inputs, output):
-    """Autograd context of every backend's forward op (inputs as masked_block_attn's, output
-    (out, lse)): saves what its backward op needs; lse gets no gradient."""
-    dep, head, value, bias, mask, block_len, direction, scale = inputs
-    out, lse = output
-    ctx.save_for_backward(dep, head, value, bias, mask, out, lse)
-    ctx.attn_settings = (block_len, direction, scale)
-    ctx.mark_non_differentiable(lse)
-
-
-def _backward(ctx, grad_out, _grad_lse):
-    dep, head, value, bias, mask, out, lse = ctx.saved_tensors
-    block_len, direction, scale = ctx.attn_settings
-    d_dep, d_head, d_value = torch.ops.blosa.masked_block_attn_bwd(
-        grad_out, dep, head, value, bias, mask, out, lse, block_len, direction, scale
-    )
-    # z = dep_i + head_j + bias, so d_bias is d_head summed over batch and queries.
-    d_bias = d_head.sum(dim=(0, 1)) if bias is not None and ctx.needs_input_grad[3] else None
-    return d_dep, d_head, d_value, d_bias, None, None, None, None
-
-
-torch.library.register_autograd(
-    "blosa::masked_block_attn_fwd", _backward, setup_context=setup_attn_context
-)
 
 
 # Read once at import: torch.compile cannot trace the dispatcher query itself.
