@@ -3,8 +3,8 @@
 # pytest and pytest-benchmark (no venv, no network). Builds blosa in place against that torch,
 # runs the GPU tests and the kernel benchmark, and prints a short table last.
 # Logs land in $OUT when it is set (the device tool's folder), else in /tmp/blosa-gpu-check.
-# Each step has a timeout (RATES_TIMEOUT, CUDA_TESTS_TIMEOUT, TRITON_TESTS_TIMEOUT) so that the
-# whole check, an 80 s build included, ends inside a 10-minute device call.
+# Each step has a timeout (SFU_TIMEOUT, RATES_TIMEOUT, CUDA_TESTS_TIMEOUT, TRITON_TESTS_TIMEOUT)
+# so that the whole check, an 80 s build included, ends inside a 10-minute device call.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 PY=${PY:-python3}
@@ -29,12 +29,16 @@ fi
 export PYTHONPATH="$PWD/python:$PWD${PYTHONPATH:+:$PYTHONPATH}"
 echo "built in $((SECONDS - start)) s"
 
+echo "== special-function ceiling"
+timeout ${SFU_TIMEOUT:-60} $PY bench/sfu_peak.py --out "$LOG/sfu.json" > "$LOG/sfu.md" 2>&1
+sfu_status=$?
+
 echo "== kernel rates"
-timeout ${RATES_TIMEOUT:-120} $PY bench/gpu_rates.py --out "$LOG/rates.json" > "$LOG/rates.md" 2>&1
+timeout ${RATES_TIMEOUT:-150} $PY bench/gpu_rates.py --out "$LOG/rates.json" > "$LOG/rates.md" 2>&1
 rates_status=$?
 
 echo "== GPU tests"
-BLOSA_CUDA_ERR_LOG="$LOG/cuda_errors.json" timeout ${CUDA_TESTS_TIMEOUT:-150} $PY -m pytest \
+BLOSA_CUDA_ERR_LOG="$LOG/cuda_errors.json" timeout ${CUDA_TESTS_TIMEOUT:-100} $PY -m pytest \
   tests/test_cuda.py tests/test_nn_cuda.py -q -rs --maxfail=20 -p no:cacheprovider > "$LOG/tests_cuda.log" 2>&1
 tests_status=$?
 tail -25 "$LOG/tests_cuda.log"
@@ -43,8 +47,11 @@ timeout ${TRITON_TESTS_TIMEOUT:-200} $PY -m pytest tests/triton -q -rs --maxfail
 triton_status=$?
 tail -25 "$LOG/tests_triton.log"
 
+echo "== special-function ceiling (table)"
+cat "$LOG/sfu.md"
 echo "== kernel rates (table)"
 cat "$LOG/rates.md"
 
-echo "cuda tests exit $tests_status, triton tests exit $triton_status, rates exit $rates_status"
-exit $(( tests_status || triton_status || rates_status ))
+echo "cuda tests exit $tests_status, triton tests exit $triton_status, rates exit $rates_status," \
+  "sfu exit $sfu_status"
+exit $(( tests_status || triton_status || rates_status || sfu_status ))

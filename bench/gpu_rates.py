@@ -5,10 +5,14 @@
 Measures forward and forward+backward of every available GPU backend at B=64, d=300, n=384
 with blocks of r=8 and with one block, and full DiSA (one block) at B=8, n=8192, d=300
 (forward+backward and its peak memory), in float32 and bfloat16, direction "forward".
-Times come from CUDA events after warm-up. "Elements" are the allowed (query, key, feature)
-triples, B·(n/r)·r(r−1)/2·d for r-blocks; the rate is set beside the SFU bound of the card
-(one tanh and one exp per element forward: SMs × 16 MUFU/clock × 1.98 GHz / 2 ≈ 2.1e12/s on
-an H100 SXM). Writes a JSON list of records and prints a markdown table. About a minute.
+Two times per case: "call" (CUDA events around back-to-back calls from Python: what a user
+sees, host overhead included when the host is the slower side) and "kernels" (the summed device
+time of the kernels one call launches, from torch.profiler: the GPU's own work, which the rates
+use). "Elements" are the allowed (query, key, feature) triples, B·(n/r)·r(r−1)/2·d for
+r-blocks; the rate is set beside the nominal SFU bound of the card (one tanh and one exp per
+element forward: SMs × 16 MUFU/clock × 1.98 GHz / 2 ≈ 2.1e12/s on an H100 SXM; bench/sfu_peak.py
+measures what the card really gives). Writes a JSON list of records and prints a markdown
+table. About a minute.
 """
 from __future__ import annotations
 
@@ -68,6 +72,22 @@ def time_ms(fn, budget_s: float = 0.25) -> float:
     return start.elapsed_time(end) / reps
 
 
+def kernel_times(fn, reps: int = 5) -> dict[str, float]:
+    """Device time (ms) per call of fn of each kernel it launches, from CUPTI via torch.profiler."""
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(reps):
+            fn()
+        torch.cuda.synchronize()
+    times = {}
+    for evt in prof.key_averages():
+        us = evt.self_device_time_total
+        if us > 0:
+            times[evt.key] = us / reps / 1e3
+    return times
+
+
 def measure(backend, dtype, B, n, d, block_len, mode):
     gen = torch.Generator(device="cuda").manual_seed(0)
     dep, head, value = (torch.randn(B, n, d, device="cuda", dtype=dtype, generator=gen) for _ in range(3))
@@ -92,7 +112,12 @@ def measure(backend, dtype, B, n, d, block_len, mode):
     base = torch.cuda.memory_allocated()
     ms = time_ms(fn)
     peak = torch.cuda.max_memory_allocated() - base
-    return ms, peak
+    try:
+        kernels = kernel_times(fn)
+    except Exception as e:  # noqa: BLE001  the call time still stands without the profiler
+        print(f"  (no kernel times: {type(e).__name__}: {e})")
+        kernels = {}
+    return ms, peak, kernels
 
 
 def main(argv=None):
@@ -115,7 +140,7 @@ def main(argv=None):
                     if backend in skipped:
                         continue
                     try:
-                        ms, peak = measure(backend, dtype, B, n, d, r, mode)
+                        ms, peak, kernels = measure(backend, dtype, B, n, d, r, mode)
                     except Exception as e:  # noqa: BLE001  a backend that cannot run is skipped
                         # (ImportError / RuntimeError when not built or installed; anything
                         # else from a backend in progress must not stop the other's numbers)
@@ -124,25 +149,33 @@ def main(argv=None):
                         torch.cuda.empty_cache()
                         continue
                     el = elements(B, n, d, r)
-                    rate = el / (ms * 1e-3)
+                    kernel_ms = sum(kernels.values()) or ms  # the call time if unprofiled
+                    rate = el / (kernel_ms * 1e-3)
                     # forward costs 2 SFU ops per element; forward+backward is compared with
                     # the same forward bound (its SFU work is 2-3x larger).
                     rec = dict(backend=backend, dtype=dname, config=cname, B=B, n=n, d=d,
-                               block_len=r, mode=mode, ms=round(ms, 4), elements=el,
-                               rate=rate, bound=bound, fraction_of_bound=rate / bound,
+                               block_len=r, mode=mode, ms=round(ms, 4),
+                               kernel_ms=round(kernel_ms, 4),
+                               kernels={k: round(v, 4) for k, v in kernels.items()}, elements=el,
+                               rate=rate, call_rate=el / (ms * 1e-3), bound=bound, fraction_of_bound=rate / bound,
                                peak_mib=round(peak / 2**20, 1),
                                bnd_mib=round(B * n * d * dtype.itemsize / 2**20, 1))
                     records.append(rec)
-                    print(f"  {backend:6s} {dname:8s} {cname:12s} {mode:7s} {ms:9.3f} ms "
-                          f"{rate:.3g} el/s ({rate / bound:.0%} of bound) peak +{rec['peak_mib']} MiB")
+                    print(f"  {backend:6s} {dname:8s} {cname:12s} {mode:7s} call {ms:8.3f} ms, "
+                          f"kernels {kernel_ms:8.3f} ms: {rate:.3g} el/s ({rate / bound:.0%} of bound) "
+                          f"peak +{rec['peak_mib']} MiB")
+                    for kernel, k_ms in sorted(kernels.items(), key=lambda kv: -kv[1])[:4]:
+                        print(f"      {k_ms:8.3f} ms  {kernel[:100]}")
                     torch.cuda.empty_cache()
     print()
     print(f"{name}, bound {bound:.2g} score elements/s (forward)\n")
-    print("| backend | dtype | config | mode | ms | elements/s | of bound | peak extra MiB (B·n·d MiB) |")
-    print("|---|---|---|---|---|---|---|---|")
+    print("| backend | dtype | config | mode | call ms | kernels ms | elements/s (kernels) | of bound "
+          "| peak extra MiB (B·n·d MiB) |")
+    print("|---|---|---|---|---|---|---|---|---|")
     for r in records:
         print(f"| {r['backend']} | {r['dtype']} | {r['config']} | {r['mode']} | {r['ms']:.3f} | "
-              f"{r['rate']:.3g} | {r['fraction_of_bound']:.0%} | {r['peak_mib']} ({r['bnd_mib']}) |")
+              f"{r['kernel_ms']:.3f} | {r['rate']:.3g} | {r['fraction_of_bound']:.0%} | "
+              f"{r['peak_mib']} ({r['bnd_mib']}) |")
     with open(args.out, "w") as f:
         json.dump(dict(device=name, torch=torch.__version__, bound=bound, skipped=skipped,
                        seconds=round(time.perf_counter() - t_start, 1), records=records), f, indent=1)

@@ -1,0 +1,132 @@
+"""Measured ceiling of masked_block_attn's per-element work on this GPU, with no memory traffic.
+
+    python bench/sfu_peak.py --out sfu.json
+
+The kernels' rates are set beside a nominal bound (SMs × 16 special-function ops per clock ×
+1.98 GHz / 2 ops per element, bench/RESULTS.md). This measures what the card really gives: every
+thread keeps a few (query, feature) pairs in registers and streams synthetic keys through the
+forward's inner loop, so only arithmetic is timed. Loops:
+
+  tanh      t = tanh.approx.f32(z)                     one special-function op
+  exp2      p = exp2(z)                                one special-function op
+  fwd fast  t = tanh.approx(k + q); p = exp2(a·t − a); sum += p; acc += p·v
+            the forward element of the CUDA C++ kernels (all dtypes) and of the Triton kernels
+            for float16/bfloat16
+  fwd exact the same with the exp2-based tanh of the Triton float32 kernels (exp2, reciprocal)
+
+Rates are elements (loop steps × pairs) per second. About ten seconds, compile included.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+
+import torch
+import triton
+import triton.language as tl
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+
+from blosa_kernels._math import tanh_f32  # noqa: E402
+
+CLOCK_HZ = 1.98e9  # H100/H200 SXM boost clock, as in gpu_rates.py
+LOOPS = {"tanh": 0, "exp2": 1, "fwd fast": 2, "fwd exact": 3}
+BLOCK, WARPS = 1024, 4  # 8 independent pairs per thread
+
+
+@triton.jit
+def sfu_loop_kernel(q_ptr, out_ptr, steps, a, LOOP: tl.constexpr, BLOCK: tl.constexpr):
+    """Each of BLOCK pairs runs `steps` loop steps; the key term k changes every step (one add),
+    as a new key does in the kernels, so nothing can be hoisted out of the loop."""
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    q = tl.load(q_ptr + offs)
+    k = q * 0.5
+    total = tl.zeros([BLOCK], dtype=tl.float32)
+    acc = tl.zeros([BLOCK], dtype=tl.float32)
+    for _ in range(steps):
+        k = k + 0.0009765625
+        if LOOP == 0:
+            total += tanh_f32(k + q, True)
+        elif LOOP == 1:
+            total += tl.exp2(k * a - a)
+        else:
+            t = tanh_f32(k + q, LOOP == 2)
+            p = tl.exp2(t * a - a)
+            total += p
+            acc += p * k
+    tl.store(out_ptr + offs, total + acc)
+
+
+def measure(loop: str, steps: int = 4096, reps: int = 5) -> float:
+    """Elements per second of `loop` over the whole card."""
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    numel = sms * 8 * BLOCK  # 8 programs of 4 warps per SM: enough warps to hide latency
+    q = torch.rand(numel, device="cuda") * 0.5
+    out = torch.empty_like(q)
+    a = 5.0 * 1.4426950408889634
+    grid = (numel // BLOCK,)
+
+    def run():
+        sfu_loop_kernel[grid](q, out, steps, a, LOOP=LOOPS[loop], BLOCK=BLOCK, num_warps=WARPS)
+
+    run()  # compile
+    torch.cuda.synchronize()
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    for _ in range(reps):
+        run()
+    end.record()
+    torch.cuda.synchronize()
+    seconds = start.elapsed_time(end) / reps / 1e3
+    if not torch.isfinite(out).all():
+        raise RuntimeError(f"loop {loop!r} produced non-finite values")
+    return numel * steps / seconds
+
+
+def compile_only(arch: int) -> None:
+    """Compile every loop for compute capability `arch` without a GPU (CI checks this)."""
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    signature = {"q_ptr": "*fp32", "out_ptr": "*fp32", "steps": "i32", "a": "fp32",
+                 "LOOP": "constexpr", "BLOCK": "constexpr"}
+    for loop, code in LOOPS.items():
+        src = ASTSource(fn=sfu_loop_kernel, signature=signature,
+                        constexprs={"LOOP": code, "BLOCK": BLOCK})
+        kernel = triton.compile(src, target=GPUTarget("cuda", arch, 32), options={"num_warps": WARPS})
+        assert kernel.asm.get("cubin"), loop
+        print(f"ok  {loop} sm_{arch}")
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", help="JSON file to write")
+    ap.add_argument("--compile-only", type=int, metavar="ARCH",
+                    help="only compile the loops for this compute capability (e.g. 90); no GPU needed")
+    args = ap.parse_args(argv)
+    if args.compile_only:
+        compile_only(args.compile_only)
+        return 0
+    if not torch.cuda.is_available():
+        print("no CUDA device; nothing to measure")
+        return 1
+    props = torch.cuda.get_device_properties(0)
+    nominal = props.multi_processor_count * 16 * CLOCK_HZ
+    print(f"{props.name}: nominal {nominal:.3g} special-function ops/s "
+          f"({nominal / 2:.3g} forward elements/s at 2 ops each)\n")
+    print("| loop | elements/s | of nominal ops/s |")
+    print("|---|---|---|")
+    rates = {}
+    for loop in LOOPS:
+        rates[loop] = measure(loop)
+        print(f"| {loop} | {rates[loop]:.3g} | {rates[loop] / nominal:.0%} |")
+    if args.out:
+        with open(args.out, "w") as f:
+            json.dump(dict(device=props.name, nominal_ops=nominal, rates=rates), f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
