@@ -34,7 +34,8 @@ timeout ${SFU_TIMEOUT:-60} $PY bench/sfu_peak.py --out "$LOG/sfu.json" > "$LOG/s
 sfu_status=$?
 
 echo "== kernel rates"
-timeout ${RATES_TIMEOUT:-150} $PY bench/gpu_rates.py --out "$LOG/rates.json" > "$LOG/rates.md" 2>&1
+timeout ${RATES_TIMEOUT:-150} $PY bench/gpu_rates.py --out "$LOG/rates.json" --cuda-tiles 4,16 \
+  > "$LOG/rates.md" 2>&1
 rates_status=$?
 
 echo "== GPU tests"
@@ -42,15 +43,28 @@ BLOSA_CUDA_ERR_LOG="$LOG/cuda_errors.json" timeout ${CUDA_TESTS_TIMEOUT:-100} $P
   tests/test_cuda.py tests/test_nn_cuda.py -q -rs --maxfail=20 -p no:cacheprovider > "$LOG/tests_cuda.log" 2>&1
 tests_status=$?
 tail -25 "$LOG/tests_cuda.log"
-timeout ${TRITON_TESTS_TIMEOUT:-200} $PY -m pytest tests/triton -q -rs --maxfail=20 -p no:cacheprovider \
+timeout ${TRITON_TESTS_TIMEOUT:-170} $PY -m pytest tests/triton -q -rs --maxfail=20 -p no:cacheprovider \
   > "$LOG/tests_triton.log" 2>&1
 triton_status=$?
 tail -25 "$LOG/tests_triton.log"
 
+# Which unit holds each CUDA kernel back: Nsight Compute's summary sections, where ncu can read
+# the counters (not on every machine; a failure here does not fail the check).
+NCU=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | tail -1)
+if [ -n "$NCU" ]; then
+  echo "== ncu ($NCU)"
+  timeout ${NCU_TIMEOUT:-60} "$NCU" --clock-control none --kernel-name regex:'_small|_tiled' \
+    --launch-count 5 --section SpeedOfLight --section ComputeWorkloadAnalysis \
+    --section WarpStateStats --section Occupancy $PY bench/ncu_kernels.py > "$LOG/ncu.txt" 2>&1
+  echo "ncu exit $? (report in ncu.txt)"
+  grep -E "forward_|backward_|Duration|Throughput|Achieved Occupancy|Issue Slots Busy|Registers Per" \
+    "$LOG/ncu.txt" | cut -c1-120 | head -70
+fi
+
 echo "== special-function ceiling (table)"
 cat "$LOG/sfu.md"
-echo "== kernel rates (table)"
-cat "$LOG/rates.md"
+echo "== kernel rates (table; per-kernel times in rates.md)"
+sed -n '/^| backend/,$p' "$LOG/rates.md"
 
 echo "cuda tests exit $tests_status, triton tests exit $triton_status, rates exit $rates_status," \
   "sfu exit $sfu_status"

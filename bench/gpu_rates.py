@@ -120,10 +120,29 @@ def measure(backend, dtype, B, n, d, block_len, mode):
     return ms, peak, kernels
 
 
+def jobs(backends, cuda_tiles):
+    """(label, backend, tile or None, dtype name, config, mode) of every measurement: each
+    backend on every config, then the CUDA kernels' other tile sizes (float32, long blocks only:
+    blocks of 8 use the register-resident kernels, which have no tile)."""
+    for backend in backends:
+        for dname in DTYPES:
+            for config in CONFIGS:
+                for mode in config[5]:
+                    yield backend, backend, None, dname, config, mode
+    if "cuda" in backends:
+        for tile in cuda_tiles:
+            for config in CONFIGS:
+                if config[4] == 0:
+                    for mode in config[5]:
+                        yield f"cuda tile {tile}", "cuda", tile, "float32", config, mode
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", required=True, help="JSON file to write")
     ap.add_argument("--backends", default=",".join(BACKENDS))
+    ap.add_argument("--cuda-tiles", default="",
+                    help="comma-separated BLOSA_CUDA_TILE values to compare with the default, e.g. 4,16")
     args = ap.parse_args(argv)
     if not torch.cuda.is_available():
         print("no CUDA device; nothing to measure")
@@ -133,40 +152,42 @@ def main(argv=None):
     print(f"device: {name}; torch {torch.__version__}; SFU bound (forward) {bound:.3g} elements/s")
     records, skipped = [], {}
     t_start = time.perf_counter()
-    for backend in args.backends.split(","):
-        for dname, dtype in DTYPES.items():
-            for cname, B, n, d, r, modes in CONFIGS:
-                for mode in modes:
-                    if backend in skipped:
-                        continue
-                    try:
-                        ms, peak, kernels = measure(backend, dtype, B, n, d, r, mode)
-                    except Exception as e:  # noqa: BLE001  a backend that cannot run is skipped
-                        # (ImportError / RuntimeError when not built or installed; anything
-                        # else from a backend in progress must not stop the other's numbers)
-                        skipped[backend] = f"{type(e).__name__}: {str(e).splitlines()[0][:200]}"
-                        print(f"skipping backend {backend!r}: {skipped[backend]}")
-                        torch.cuda.empty_cache()
-                        continue
-                    el = elements(B, n, d, r)
-                    kernel_ms = sum(kernels.values()) or ms  # the call time if unprofiled
-                    rate = el / (kernel_ms * 1e-3)
-                    # forward costs 2 SFU ops per element; forward+backward is compared with
-                    # the same forward bound (its SFU work is 2-3x larger).
-                    rec = dict(backend=backend, dtype=dname, config=cname, B=B, n=n, d=d,
-                               block_len=r, mode=mode, ms=round(ms, 4),
-                               kernel_ms=round(kernel_ms, 4),
-                               kernels={k: round(v, 4) for k, v in kernels.items()}, elements=el,
-                               rate=rate, call_rate=el / (ms * 1e-3), bound=bound, fraction_of_bound=rate / bound,
-                               peak_mib=round(peak / 2**20, 1),
-                               bnd_mib=round(B * n * d * dtype.itemsize / 2**20, 1))
-                    records.append(rec)
-                    print(f"  {backend:6s} {dname:8s} {cname:12s} {mode:7s} call {ms:8.3f} ms, "
-                          f"kernels {kernel_ms:8.3f} ms: {rate:.3g} el/s ({rate / bound:.0%} of bound) "
-                          f"peak +{rec['peak_mib']} MiB")
-                    for kernel, k_ms in sorted(kernels.items(), key=lambda kv: -kv[1])[:4]:
-                        print(f"      {k_ms:8.3f} ms  {kernel[:100]}")
-                    torch.cuda.empty_cache()
+    tiles = [t for t in args.cuda_tiles.split(",") if t]
+    for label, backend, tile, dname, (cname, B, n, d, r, _), mode in jobs(args.backends.split(","), tiles):
+        if backend in skipped:
+            continue
+        if tile is None:
+            os.environ.pop("BLOSA_CUDA_TILE", None)
+        else:
+            os.environ["BLOSA_CUDA_TILE"] = tile  # read by the CUDA launcher at every call
+        try:
+            ms, peak, kernels = measure(backend, DTYPES[dname], B, n, d, r, mode)
+        except Exception as e:  # noqa: BLE001  a backend that cannot run is skipped
+            # (ImportError / RuntimeError when not built or installed; anything else from a
+            # backend in progress must not stop the other's numbers)
+            skipped[backend] = f"{type(e).__name__}: {str(e).splitlines()[0][:200]}"
+            print(f"skipping backend {backend!r}: {skipped[backend]}")
+            torch.cuda.empty_cache()
+            continue
+        el = elements(B, n, d, r)
+        kernel_ms = sum(kernels.values()) or ms  # the call time if unprofiled
+        rate = el / (kernel_ms * 1e-3)
+        # forward costs 2 SFU ops per element; forward+backward is compared with the same
+        # forward bound (its SFU work is 2-3x larger).
+        rec = dict(backend=label, tile=tile, dtype=dname, config=cname, B=B, n=n, d=d,
+                   block_len=r, mode=mode, ms=round(ms, 4), kernel_ms=round(kernel_ms, 4),
+                   kernels={k: round(v, 4) for k, v in kernels.items()}, elements=el, rate=rate,
+                   call_rate=el / (ms * 1e-3), bound=bound, fraction_of_bound=rate / bound,
+                   peak_mib=round(peak / 2**20, 1),
+                   bnd_mib=round(B * n * d * DTYPES[dname].itemsize / 2**20, 1))
+        records.append(rec)
+        print(f"  {label:12s} {dname:8s} {cname:12s} {mode:7s} call {ms:8.3f} ms, kernels "
+              f"{kernel_ms:8.3f} ms: {rate:.3g} el/s ({rate / bound:.0%} of bound) "
+              f"peak +{rec['peak_mib']} MiB")
+        for kernel, k_ms in sorted(kernels.items(), key=lambda kv: -kv[1])[:4]:
+            print(f"      {k_ms:8.3f} ms  {kernel[:100]}")
+        torch.cuda.empty_cache()
+    os.environ.pop("BLOSA_CUDA_TILE", None)
     print()
     print(f"{name}, bound {bound:.2g} score elements/s (forward)\n")
     print("| backend | dtype | config | mode | call ms | kernels ms | elements/s (kernels) | of bound "

@@ -120,6 +120,24 @@ def test_matches_reference(dtype, direction, n, block_len, mask_kind):
     check(dtype, direction, block_len, mask_kind, n=n)
 
 
+@pytest.mark.parametrize("tile", ("4", "16"))  # 8, the default, runs in every other test
+@pytest.mark.parametrize("direction", DIRECTIONS)
+@pytest.mark.parametrize("dtype", (torch.float32, torch.bfloat16, torch.float64), ids=str)
+def test_every_tile_size(monkeypatch, dtype, direction, tile):
+    # Rows per thread of the tiled kernels (BLOSA_CUDA_TILE); blocks of 13 and 20 leave a
+    # partial last tile for every size, and one block of 45 runs long full-key ranges.
+    monkeypatch.setenv("BLOSA_CUDA_TILE", tile)
+    for n, block_len in ((45, 20), (45, 0), (37, 13)):
+        check(dtype, direction, block_len, "holes", n=n)
+
+
+def test_bad_tile_setting_is_named(monkeypatch):
+    monkeypatch.setenv("BLOSA_CUDA_TILE", "5")
+    x = torch.randn(1, 12, 3, device=DEV)
+    with pytest.raises(ValueError, match="BLOSA_CUDA_TILE must be 4, 8 or 16, got '5'"):
+        masked_block_attn(x, x, x, None, None, 0, "forward", backend="cuda")
+
+
 @pytest.mark.parametrize("scale", (0.5, 5.0, 39.0, 41.0, 100.0))
 @pytest.mark.parametrize("n, block_len", ((13, 4), (40, 0)))
 @pytest.mark.parametrize("dtype", (torch.float32, torch.float64, torch.bfloat16), ids=str)

@@ -11,10 +11,11 @@
 //    block in registers; the (query, key) pairs are unrolled at compile time for the direction,
 //    so only allowed pairs cost a tanh and an exp. These kernels are memory-bound (each input
 //    is read once, each output written once, no zero-fill pass).
-//  * larger blocks (full DiSA included): a warp owns a tile of kTile consecutive queries of one
-//    block for 32 features and streams the block's keys through L1 (the kWarps warps of a
-//    thread block share their keys). Keys allowed to every query of the tile take the fast
-//    unpredicated path; only the <= kTile keys on the tile's diagonal are tested per pair.
+//  * larger blocks (full DiSA included): a warp owns a tile of kT consecutive queries of one
+//    block for 32 features (kT = 4, 8 or 16, a template argument the launcher picks) and
+//    streams the block's keys through L1 (the kWarps warps of a thread block share their
+//    keys). Keys allowed to every query of the tile take the fast unpredicated path; only the
+//    <= kT keys on the tile's diagonal are tested per pair.
 //    Backward runs two such kernels: one per query tile (d_head) and one per key tile (d_dep,
 //    d_value), each recomputing p = exp(s - lse).
 //
@@ -38,7 +39,6 @@ namespace blosa::cuda {
 
 constexpr int kSmallMax = 8;         // longest block of the register-resident kernels
 constexpr int kSmallThreads = 256;   // threads per block of those kernels
-constexpr int kTile = 8;             // queries (keys) per thread in the tiled kernels
 constexpr int kWarps = 8;            // warps per thread block in the tiled kernels
 
 // Everything a kernel needs; pointers not used by a kernel are null. All tensors are
@@ -237,7 +237,7 @@ __global__ void __launch_bounds__(kSmallThreads) backward_small(const Args<T, A>
 
 // ---------------------------------------------------------------------------------------------
 // Tiled kernels: block (32, kWarps), grid (ceil(tiles / kWarps), ceil(d / 32)). Warp w of
-// grid.x index X owns tile X·kWarps + w; a tile is kTile consecutive rows (queries, or keys in
+// grid.x index X owns tile X·kWarps + w; a tile is kT consecutive rows (queries, or keys in
 // backward_key_tiled) of one block, for the 32 features of grid.y.
 // ---------------------------------------------------------------------------------------------
 
@@ -245,11 +245,12 @@ struct Tile {
   int64_t base;        // b · n
   int64_t start, end;  // the block [start, end)
   int64_t j0;          // first row of the tile
-  int nq;              // rows in the tile, 1..kTile
+  int nq;              // rows in the tile, 1..kT
 };
 
 // `heavy_last`: later tiles of a block have more work (queries under "forward"); they are then
 // numbered first so the grid ends on light tiles (shorter tail).
+template <int kT>
 __device__ __forceinline__ bool tile_at(int64_t n, int64_t r, int64_t nblocks,
                                         int64_t tiles_per_block, int64_t total, bool heavy_last,
                                         Tile& t) {
@@ -260,9 +261,9 @@ __device__ __forceinline__ bool tile_at(int64_t n, int64_t r, int64_t nblocks,
   if (heavy_last) ti = tiles_per_block - 1 - ti;
   t.start = (bb % nblocks) * r;
   t.end = min(t.start + r, n);
-  t.j0 = t.start + ti * kTile;
+  t.j0 = t.start + ti * kT;
   if (t.j0 >= t.end) return false;  // the last block is shorter
-  t.nq = static_cast<int>(min(int64_t(kTile), t.end - t.j0));
+  t.nq = static_cast<int>(min(int64_t(kT), t.end - t.j0));
   t.base = (bb / nblocks) * n;
   return true;
 }
@@ -300,10 +301,10 @@ __device__ __forceinline__ Ranges ranges_of(Direction dir, const Tile& t) {
 
 // Forward over keys [lo, hi) that every query of the tile may attend; returns the number of
 // real keys seen. Loads are unconditional (the rows exist) so they can be issued early.
-template <typename T, typename A, bool kFixed>
+template <typename T, typename A, bool kFixed, int kT>
 __device__ __forceinline__ int forward_full_keys(const Args<T, A>& p, int64_t base, int64_t lo,
-                                                 int64_t hi, int64_t k, const A (&xq)[kTile],
-                                                 Softmax<A, kFixed> (&sm)[kTile]) {
+                                                 int64_t hi, int64_t k, const A (&xq)[kT],
+                                                 Softmax<A, kFixed> (&sm)[kT]) {
   int keys = 0;
   const T* dep = p.dep + (base + lo) * p.d + k;
   const T* value = p.value + (base + lo) * p.d + k;
@@ -319,28 +320,28 @@ __device__ __forceinline__ int forward_full_keys(const Args<T, A>& p, int64_t ba
     if (real) {
       ++keys;
 #pragma unroll
-      for (int q = 0; q < kTile; ++q) sm[q].add(tanh_fast(xk + xq[q]), v, p.a);
+      for (int q = 0; q < kT; ++q) sm[q].add(tanh_fast(xk + xq[q]), v, p.a);
     }
   }
   return keys;
 }
 
-template <typename T, typename A, bool kFixed>
+template <typename T, typename A, bool kFixed, int kT>
 __global__ void __launch_bounds__(kWarps * 32)
     forward_tiled(const Args<T, A> p, int64_t tiles_per_block, int64_t total) {
   Tile t;
-  if (!tile_at(p.n, p.r, p.nblocks, tiles_per_block, total, p.dir == Direction::kForward, t))
+  if (!tile_at<kT>(p.n, p.r, p.nblocks, tiles_per_block, total, p.dir == Direction::kForward, t))
     return;
   const int64_t k = int64_t(blockIdx.y) * 32 + threadIdx.x;
   if (k >= p.d) return;
   const A qbias = p.bias ? static_cast<A>(p.bias[k]) : A(0);
-  A xq[kTile];
-  Softmax<A, kFixed> sm[kTile];
-  int keys[kTile];
-  bool real[kTile];
+  A xq[kT];
+  Softmax<A, kFixed> sm[kT];
+  int keys[kT];
+  bool real[kT];
   bool any_real = false;
 #pragma unroll
-  for (int q = 0; q < kTile; ++q) {
+  for (int q = 0; q < kT; ++q) {
     real[q] = false;
     xq[q] = A(0);
     if (q < t.nq) {
@@ -361,7 +362,7 @@ __global__ void __launch_bounds__(kWarps * 32)
       const A xk = static_cast<A>(p.dep[off]) * p.inv_c;
       const A v = static_cast<A>(p.value[off]);
 #pragma unroll
-      for (int q = 0; q < kTile; ++q) {
+      for (int q = 0; q < kT; ++q) {
         if (q < t.nq && pair_allowed(p.dir, i, t.j0 + q, t.start, t.end)) {
           ++keys[q];
           sm[q].add(tanh_fast(xk + xq[q]), v, p.a);
@@ -369,10 +370,10 @@ __global__ void __launch_bounds__(kWarps * 32)
       }
     }
 #pragma unroll
-    for (int q = 0; q < kTile; ++q) keys[q] += full;
+    for (int q = 0; q < kT; ++q) keys[q] += full;
   }
 #pragma unroll
-  for (int q = 0; q < kTile; ++q) {
+  for (int q = 0; q < kT; ++q) {
     if (q < t.nq) {
       const int64_t off = (t.base + t.j0 + q) * p.d + k;
       const bool has_keys = real[q] && keys[q] > 0;
@@ -385,11 +386,11 @@ __global__ void __launch_bounds__(kWarps * 32)
 // d_head: per query tile, the head_grad sums (ha, hs, hr) over its keys. Rows of the tile that
 // are padding or past the block have o = l2 = 0 and are never written back, so their (finite or
 // not) sums do not matter; a real row with an allowed real key has a finite lse.
-template <typename T, typename A>
+template <typename T, typename A, int kT>
 __device__ __forceinline__ void dhead_full_keys(const Args<T, A>& p, int64_t base, int64_t lo,
-                                                int64_t hi, int64_t k, const A (&xq)[kTile],
-                                                const A (&o)[kTile], const A (&l2)[kTile],
-                                                A (&ha)[kTile], A (&hs)[kTile], A (&hr)[kTile]) {
+                                                int64_t hi, int64_t k, const A (&xq)[kT],
+                                                const A (&o)[kT], const A (&l2)[kT],
+                                                A (&ha)[kT], A (&hs)[kT], A (&hr)[kT]) {
   const T* dep = p.dep + (base + lo) * p.d + k;
   const T* value = p.value + (base + lo) * p.d + k;
   const bool* mask = p.mask ? p.mask + base + lo : nullptr;
@@ -403,7 +404,7 @@ __device__ __forceinline__ void dhead_full_keys(const Args<T, A>& p, int64_t bas
     if (mask) ++mask;
     if (real) {
 #pragma unroll
-      for (int q = 0; q < kTile; ++q) {
+      for (int q = 0; q < kT; ++q) {
         const A th = tanh_fast(xk + xq[q]);
         head_grad_accumulate(shifted_exp2(th, p.a, l2[q]), v, o[q], th, ha[q], hs[q], hr[q]);
       }
@@ -411,21 +412,21 @@ __device__ __forceinline__ void dhead_full_keys(const Args<T, A>& p, int64_t bas
   }
 }
 
-template <typename T, typename A>
+template <typename T, typename A, int kT>
 __global__ void __launch_bounds__(kWarps * 32)
     backward_query_tiled(const Args<T, A> p, int64_t tiles_per_block, int64_t total) {
   Tile t;
-  if (!tile_at(p.n, p.r, p.nblocks, tiles_per_block, total, p.dir == Direction::kForward, t))
+  if (!tile_at<kT>(p.n, p.r, p.nblocks, tiles_per_block, total, p.dir == Direction::kForward, t))
     return;
   const int64_t k = int64_t(blockIdx.y) * 32 + threadIdx.x;
   if (k >= p.d) return;
   const A qbias = p.bias ? static_cast<A>(p.bias[k]) : A(0);
   const A log2e = static_cast<A>(kLog2e);
-  A xq[kTile], o[kTile], l2[kTile], ha[kTile], hs[kTile], hr[kTile];
-  bool real[kTile];
+  A xq[kT], o[kT], l2[kT], ha[kT], hs[kT], hr[kT];
+  bool real[kT];
   bool any_real = false;
 #pragma unroll
-  for (int q = 0; q < kTile; ++q) {
+  for (int q = 0; q < kT; ++q) {
     real[q] = false;
     xq[q] = o[q] = l2[q] = ha[q] = hs[q] = hr[q] = A(0);
     if (q < t.nq) {
@@ -449,7 +450,7 @@ __global__ void __launch_bounds__(kWarps * 32)
       const A xk = static_cast<A>(p.dep[off]) * p.inv_c;
       const A v = static_cast<A>(p.value[off]);
 #pragma unroll
-      for (int q = 0; q < kTile; ++q) {
+      for (int q = 0; q < kT; ++q) {
         if (real[q] && pair_allowed(p.dir, i, t.j0 + q, t.start, t.end)) {
           const A th = tanh_fast(xk + xq[q]);
           head_grad_accumulate(shifted_exp2(th, p.a, l2[q]), v, o[q], th, ha[q], hs[q], hr[q]);
@@ -458,7 +459,7 @@ __global__ void __launch_bounds__(kWarps * 32)
     }
   }
 #pragma unroll
-  for (int q = 0; q < kTile; ++q) {
+  for (int q = 0; q < kT; ++q) {
     if (q < t.nq) {
       const int64_t off = (t.base + t.j0 + q) * p.d + k;
       A dh = A(0);
@@ -470,16 +471,16 @@ __global__ void __launch_bounds__(kWarps * 32)
 
 // d_dep, d_value: per key tile, sum over the queries that attend each key. Padding queries
 // are skipped (their grad_out and lse are never read).
-template <typename T, typename A>
+template <typename T, typename A, int kT>
 __device__ __forceinline__ void dkey_one_query(const Args<T, A>& p, int64_t off, A qbias,
-                                               const A (&xk)[kTile], const A (&v)[kTile],
-                                               A (&dd)[kTile], A (&dv)[kTile], const bool* allow) {
+                                               const A (&xk)[kT], const A (&v)[kT],
+                                               A (&dd)[kT], A (&dv)[kT], const bool* allow) {
   const A xq = (static_cast<A>(p.head[off]) + qbias) * p.inv_c;
   const A g = static_cast<A>(p.grad_out[off]);
   const A o = static_cast<A>(p.out_in[off]);
   const A l2 = p.lse_in[off] * static_cast<A>(kLog2e);
 #pragma unroll
-  for (int q = 0; q < kTile; ++q) {
+  for (int q = 0; q < kT; ++q) {
     if (allow == nullptr || allow[q]) {
       const A th = tanh_fast(xk[q] + xq);
       const A pr = shifted_exp2(th, p.a, l2);
@@ -489,11 +490,11 @@ __device__ __forceinline__ void dkey_one_query(const Args<T, A>& p, int64_t off,
   }
 }
 
-template <typename T, typename A>
+template <typename T, typename A, int kT>
 __device__ __forceinline__ void dkey_full_queries(const Args<T, A>& p, int64_t base, int64_t lo,
                                                   int64_t hi, int64_t k, A qbias,
-                                                  const A (&xk)[kTile], const A (&v)[kTile],
-                                                  A (&dd)[kTile], A (&dv)[kTile]) {
+                                                  const A (&xk)[kT], const A (&v)[kT],
+                                                  A (&dd)[kT], A (&dv)[kT]) {
 #pragma unroll 2
   for (int64_t j = lo; j < hi; ++j) {
     if (!is_real(p.mask, base + j)) continue;
@@ -501,21 +502,21 @@ __device__ __forceinline__ void dkey_full_queries(const Args<T, A>& p, int64_t b
   }
 }
 
-template <typename T, typename A>
+template <typename T, typename A, int kT>
 __global__ void __launch_bounds__(kWarps * 32)
     backward_key_tiled(const Args<T, A> p, int64_t tiles_per_block, int64_t total) {
   const Direction kdir = transposed(p.dir);  // which queries attend a key
   Tile t;  // here rows j0.. are keys
-  if (!tile_at(p.n, p.r, p.nblocks, tiles_per_block, total, kdir == Direction::kForward, t))
+  if (!tile_at<kT>(p.n, p.r, p.nblocks, tiles_per_block, total, kdir == Direction::kForward, t))
     return;
   const int64_t k = int64_t(blockIdx.y) * 32 + threadIdx.x;
   if (k >= p.d) return;
   const A qbias = p.bias ? static_cast<A>(p.bias[k]) : A(0);
-  A xk[kTile], v[kTile], dd[kTile], dv[kTile];
-  bool real[kTile];
+  A xk[kT], v[kT], dd[kT], dv[kT];
+  bool real[kT];
   bool any_real = false;
 #pragma unroll
-  for (int q = 0; q < kTile; ++q) {
+  for (int q = 0; q < kT; ++q) {
     real[q] = false;
     xk[q] = v[q] = dd[q] = dv[q] = A(0);
     if (q < t.nq) {
@@ -532,16 +533,16 @@ __global__ void __launch_bounds__(kWarps * 32)
     dkey_full_queries(p, t.base, r.f2_lo, r.f2_hi, k, qbias, xk, v, dd, dv);
     for (int64_t j = r.e_lo; j < r.e_hi; ++j) {
       if (!is_real(p.mask, t.base + j)) continue;
-      bool allow[kTile];
+      bool allow[kT];
 #pragma unroll
-      for (int q = 0; q < kTile; ++q) {
+      for (int q = 0; q < kT; ++q) {
         allow[q] = q < t.nq && pair_allowed(p.dir, t.j0 + q, j, t.start, t.end);
       }
       dkey_one_query(p, (t.base + j) * p.d + k, qbias, xk, v, dd, dv, allow);
     }
   }
 #pragma unroll
-  for (int q = 0; q < kTile; ++q) {
+  for (int q = 0; q < kT; ++q) {
     if (q < t.nq) {
       const int64_t off = (t.base + t.j0 + q) * p.d + k;
       p.d_dep[off] = static_cast<T>(real[q] ? dd[q] : A(0));

@@ -10,7 +10,9 @@
 #include <c10/cuda/CUDAStream.h>
 #include <torch/library.h>
 
+#include <cstdlib>
 #include <limits>
+#include <string>
 #include <type_traits>
 
 #include "../op_checks.h"
@@ -93,14 +95,40 @@ unsigned int small_grid(int64_t B, int64_t nblocks, int64_t d) {
   return static_cast<unsigned int>(blocks);
 }
 
+// Queries (keys) per thread of the tiled kernels. More rows per thread reuse each loaded key
+// more often and give more independent special-function ops in flight; fewer leave more warps
+// per SM (fewer registers). 8 is the default the first H200 run measured (bench/RESULTS.md);
+// BLOSA_CUDA_TILE=4|8|16 overrides it, read at every launch so that a benchmark can compare
+// the three in one process (bench/gpu_rates.py --cuda-tiles).
+constexpr int kDefaultTile = 8;
+
+int tiled_rows_per_thread() {
+  const char* env = std::getenv("BLOSA_CUDA_TILE");
+  if (env == nullptr || *env == '\0') return kDefaultTile;
+  const std::string tile(env);
+  TORCH_CHECK_VALUE(tile == "4" || tile == "8" || tile == "16",
+                    "BLOSA_CUDA_TILE must be 4, 8 or 16, got '", tile, "'");
+  return std::stoi(tile);
+}
+
+// Calls f(std::integral_constant<int, kT>) for the tile size kT in {4, 8, 16}.
+template <typename F>
+void with_tile(int tile, F&& f) {
+  switch (tile) {
+    case 4: f(std::integral_constant<int, 4>{}); break;
+    case 16: f(std::integral_constant<int, 16>{}); break;
+    default: f(std::integral_constant<int, 8>{}); break;
+  }
+}
+
 struct TiledLaunch {
   dim3 grid, block;
   int64_t tiles_per_block, total;
 };
 
-TiledLaunch tiled_launch(int64_t B, int64_t nblocks, int64_t r, int64_t d) {
+TiledLaunch tiled_launch(int64_t B, int64_t nblocks, int64_t r, int64_t d, int tile) {
   TiledLaunch l;
-  l.tiles_per_block = ceil_div(r, cuda::kTile);
+  l.tiles_per_block = ceil_div(r, tile);
   l.total = B * nblocks * l.tiles_per_block;
   const int64_t gx = ceil_div(l.total, cuda::kWarps);
   TORCH_CHECK(gx <= std::numeric_limits<int>::max(), "masked_block_attn: input too large");
@@ -110,7 +138,7 @@ TiledLaunch tiled_launch(int64_t B, int64_t nblocks, int64_t r, int64_t d) {
 }
 
 template <typename T, typename A>
-void launch_forward(const Args<T, A>& a, double scale, cudaStream_t stream) {
+void launch_forward(const Args<T, A>& a, double scale, int tile, cudaStream_t stream) {
   const bool fixed = use_fixed_pivot<A>(scale);
   if (a.r <= cuda::kSmallMax) {
     const unsigned int grid = small_grid(a.B, a.nblocks, a.d);
@@ -124,19 +152,23 @@ void launch_forward(const Args<T, A>& a, double scale, cudaStream_t stream) {
       C10_CUDA_KERNEL_LAUNCH_CHECK();
     });
   } else {
-    const TiledLaunch l = tiled_launch(a.B, a.nblocks, a.r, a.d);
-    if (fixed) {
-      cuda::forward_tiled<T, A, true><<<l.grid, l.block, 0, stream>>>(a, l.tiles_per_block, l.total);
-    } else {
-      cuda::forward_tiled<T, A, false>
-          <<<l.grid, l.block, 0, stream>>>(a, l.tiles_per_block, l.total);
-    }
-    C10_CUDA_KERNEL_LAUNCH_CHECK();
+    const TiledLaunch l = tiled_launch(a.B, a.nblocks, a.r, a.d, tile);
+    with_tile(tile, [&](auto tc) {
+      constexpr int kT = decltype(tc)::value;
+      if (fixed) {
+        cuda::forward_tiled<T, A, true, kT>
+            <<<l.grid, l.block, 0, stream>>>(a, l.tiles_per_block, l.total);
+      } else {
+        cuda::forward_tiled<T, A, false, kT>
+            <<<l.grid, l.block, 0, stream>>>(a, l.tiles_per_block, l.total);
+      }
+      C10_CUDA_KERNEL_LAUNCH_CHECK();
+    });
   }
 }
 
 template <typename T, typename A>
-void launch_backward(const Args<T, A>& a, cudaStream_t stream) {
+void launch_backward(const Args<T, A>& a, int tile, cudaStream_t stream) {
   if (a.r <= cuda::kSmallMax) {
     const unsigned int grid = small_grid(a.B, a.nblocks, a.d);
     with_direction(a.dir, [&](auto dc) {
@@ -145,11 +177,16 @@ void launch_backward(const Args<T, A>& a, cudaStream_t stream) {
       C10_CUDA_KERNEL_LAUNCH_CHECK();
     });
   } else {
-    const TiledLaunch l = tiled_launch(a.B, a.nblocks, a.r, a.d);
-    cuda::backward_query_tiled<T, A><<<l.grid, l.block, 0, stream>>>(a, l.tiles_per_block, l.total);
-    C10_CUDA_KERNEL_LAUNCH_CHECK();
-    cuda::backward_key_tiled<T, A><<<l.grid, l.block, 0, stream>>>(a, l.tiles_per_block, l.total);
-    C10_CUDA_KERNEL_LAUNCH_CHECK();
+    const TiledLaunch l = tiled_launch(a.B, a.nblocks, a.r, a.d, tile);
+    with_tile(tile, [&](auto tc) {
+      constexpr int kT = decltype(tc)::value;
+      cuda::backward_query_tiled<T, A, kT>
+          <<<l.grid, l.block, 0, stream>>>(a, l.tiles_per_block, l.total);
+      C10_CUDA_KERNEL_LAUNCH_CHECK();
+      cuda::backward_key_tiled<T, A, kT>
+          <<<l.grid, l.block, 0, stream>>>(a, l.tiles_per_block, l.total);
+      C10_CUDA_KERNEL_LAUNCH_CHECK();
+    });
   }
 }
 
@@ -162,6 +199,7 @@ std::tuple<at::Tensor, at::Tensor> forward_cuda(const at::Tensor& dep_in, const 
   const std::string dir(direction);
   check_attn_args(dep_in, head_in, value_in, bias_in, mask_in, dir, scale);
   check_cuda_inputs(dep_in);
+  const int tile = tiled_rows_per_thread();
   const c10::cuda::CUDAGuard guard(dep_in.device());
   const at::Tensor dep = dep_in.contiguous(), head = head_in.contiguous(),
                    value = value_in.contiguous();
@@ -179,7 +217,7 @@ std::tuple<at::Tensor, at::Tensor> forward_cuda(const at::Tensor& dep_in, const 
             base_args<scalar_t, A>(dep, head, value, bias, mask, block_len, dir, scale);
         a.out = out.data_ptr<scalar_t>();
         a.lse = lse.data_ptr<A>();
-        launch_forward(a, scale, stream);
+        launch_forward(a, scale, tile, stream);
       });
   return {out, lse};
 }
@@ -193,6 +231,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> backward_cuda(
   check_attn_args(dep_in, head_in, value_in, bias_in, mask_in, dir, scale);
   check_cuda_inputs(dep_in);
   check_saved_tensors(grad_out_in, out_in, lse_in, dep_in);
+  const int tile = tiled_rows_per_thread();
   const c10::cuda::CUDAGuard guard(dep_in.device());
   const at::Tensor grad_out = grad_out_in.contiguous(), dep = dep_in.contiguous(),
                    head = head_in.contiguous(), value = value_in.contiguous(),
@@ -215,7 +254,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> backward_cuda(
         a.d_dep = d_dep.data_ptr<scalar_t>();
         a.d_head = d_head.data_ptr<scalar_t>();
         a.d_value = d_value.data_ptr<scalar_t>();
-        launch_backward(a, stream);
+        launch_backward(a, tile, stream);
       });
   return {d_dep, d_head, d_value};
 }

@@ -1,0 +1,37 @@
+"""The five CUDA C++ kernels of the benchmark sizes, each launched once, for Nsight Compute.
+
+    ncu --clock-control none --kernel-name regex:'_small|_tiled' --launch-count 5 \
+        python bench/ncu_kernels.py
+
+B=64, n=384, d=300, float32, direction "forward": blocks of 8 (forward_small, backward_small)
+and one block (forward_tiled, backward_query_tiled, backward_key_tiled). bench/gpu_check.sh
+runs it under ncu when ncu is there, to tell which unit (special functions, memory, issue)
+holds each kernel back.
+"""
+import os
+import sys
+
+import torch
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
+
+import blosa  # noqa: E402,F401  (registers torch.ops.blosa)
+
+
+def main() -> int:
+    if not torch.cuda.is_available():
+        print("no CUDA device")
+        return 1
+    gen = torch.Generator(device="cuda").manual_seed(0)
+    dep, head, value, grad_out = (torch.randn(64, 384, 300, device="cuda", generator=gen) for _ in range(4))
+    bias = torch.randn(300, device="cuda", generator=gen)
+    for block_len in (8, 0):
+        settings = (block_len, "forward", 5.0)
+        out, lse = torch.ops.blosa.masked_block_attn_fwd(dep, head, value, bias, None, *settings)
+        torch.ops.blosa.masked_block_attn_bwd(grad_out, dep, head, value, bias, None, out, lse, *settings)
+    torch.cuda.synchronize()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
