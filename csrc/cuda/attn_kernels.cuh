@@ -1,10 +1,13 @@
-// CUDA kernels of masked_block_attn (forward and backward). Host launchers live in
-// masked_block_attn_cuda.cu; the per-element math is csrc/blosa_math.h, shared with the CPU.
+// CUDA kernels of masked_block_attn (forward and backward). dispatch.h picks the kernel and its
+// launch; masked_block_attn_cuda.cu launches it; the per-element math is csrc/blosa_math.h,
+// shared with the CPU.
 //
 // Every (query j, feature k) is an independent 1-D softmax over the keys i of j's block, so a
 // thread owns one feature k and a few queries (or keys) and loops over the rest in registers:
 // no shared memory, no atomics, every sum in a fixed order (deterministic backward), and extra
-// memory O(B·n·d) (out, lse, gradients). Lanes of a warp hold consecutive features, so every
+// memory O(B·n·d) (out, lse, gradients). Keep it so: having no communication between threads is
+// also what lets tests/cuda_emulation/ run these kernels exactly on the CPU, one thread after
+// another, in every CI run. Lanes of a warp hold consecutive features, so every
 // load and store is coalesced along d. Two layouts:
 //
 //  * small blocks (r <= kSmallMax): one thread per (batch, block, feature) holds the whole

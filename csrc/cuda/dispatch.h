@@ -1,0 +1,150 @@
+// Which kernel of attn_kernels.cuh runs a call, with which template arguments and launch
+// geometry. Host code with no CUDA API in it: masked_block_attn_cuda.cu launches the chosen
+// kernel on the GPU, and tests/cuda_emulation/ runs the very same choice thread by thread on
+// the CPU, so CI checks the kernels' indexing, tiling and masking on every run.
+#pragma once
+
+#include <ATen/ATen.h>
+
+#include <cstdint>
+#include <limits>
+#include <optional>
+#include <string>
+#include <type_traits>
+
+#include "../op_checks.h"
+#include "attn_kernels.cuh"
+
+namespace blosa::cuda {
+
+// Rows per thread of the tiled kernels when BLOSA_CUDA_TILE is unset (see tile_from_env in
+// masked_block_attn_cuda.cu): the value of the first H200 measurement (bench/RESULTS.md).
+constexpr int kDefaultTile = 8;
+
+inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+template <typename T>
+const T* data_or_null(const std::optional<at::Tensor>& t) {
+  return t.has_value() ? t->data_ptr<T>() : nullptr;
+}
+
+// The fields of Args shared by forward and backward, from contiguous tensors. Inputs of type
+// T accumulate in A (float, or double for double).
+template <typename T, typename A>
+Args<T, A> base_args(const at::Tensor& dep, const at::Tensor& head, const at::Tensor& value,
+                     const std::optional<at::Tensor>& bias, const std::optional<at::Tensor>& mask,
+                     int64_t block_len, const std::string& direction, double scale) {
+  Args<T, A> a{};
+  a.dep = dep.data_ptr<T>();
+  a.head = head.data_ptr<T>();
+  a.value = value.data_ptr<T>();
+  a.bias = data_or_null<T>(bias);
+  a.mask = data_or_null<bool>(mask);
+  a.B = dep.size(0);
+  a.n = dep.size(1);
+  a.d = dep.size(2);
+  a.r = resolve_block_len(block_len, a.n);
+  a.nblocks = ceil_div(a.n, a.r);
+  a.dir = direction_from_string(direction);
+  a.c = static_cast<A>(scale);
+  a.inv_c = static_cast<A>(1.0 / scale);
+  a.a = static_cast<A>(scale * kLog2e);
+  return a;
+}
+
+// A launch: grid (gx, gy) of thread blocks of (bx, by) threads. The tiled kernels also take
+// the number of tiles per sequence block and in all.
+struct Geometry {
+  int64_t gx, gy, bx, by;
+  int64_t tiles_per_block = 0, total = 0;
+};
+
+template <typename T, typename A>
+Geometry small_geometry(const Args<T, A>& a) {
+  const int64_t blocks = ceil_div(a.B * a.nblocks * a.d, kSmallThreads);
+  TORCH_CHECK(blocks <= std::numeric_limits<int>::max(), "masked_block_attn: input too large");
+  return {blocks, 1, kSmallThreads, 1};
+}
+
+template <typename T, typename A>
+Geometry tiled_geometry(const Args<T, A>& a, int tile) {
+  Geometry g{0, ceil_div(a.d, 32), 32, kWarps};
+  g.tiles_per_block = ceil_div(a.r, tile);
+  g.total = a.B * a.nblocks * g.tiles_per_block;
+  g.gx = ceil_div(g.total, kWarps);
+  TORCH_CHECK(g.gx <= std::numeric_limits<int>::max() && g.gy <= 65535,
+              "masked_block_attn: input too large");
+  return g;
+}
+
+// Calls f(std::integral_constant<Direction, dir>) so kernels can take the direction as a
+// template argument.
+template <typename F>
+void with_direction(Direction dir, F&& f) {
+  switch (dir) {
+    case Direction::kForward: f(std::integral_constant<Direction, Direction::kForward>{}); break;
+    case Direction::kBackward: f(std::integral_constant<Direction, Direction::kBackward>{}); break;
+    case Direction::kDiag: f(std::integral_constant<Direction, Direction::kDiag>{}); break;
+    default: f(std::integral_constant<Direction, Direction::kAll>{}); break;
+  }
+}
+
+// Calls f(std::integral_constant<int, kT>) for the tile size kT in {4, 8, 16}.
+template <typename F>
+void with_tile(int tile, F&& f) {
+  switch (tile) {
+    case 4: f(std::integral_constant<int, 4>{}); break;
+    case 16: f(std::integral_constant<int, 16>{}); break;
+    default: f(std::integral_constant<int, 8>{}); break;
+  }
+}
+
+// Runs the forward: launch(kernel, geometry, kernel arguments...) once. Blocks of up to
+// kSmallMax tokens use the register-resident kernels, longer ones the tiled kernels with `tile`
+// rows per thread; scales up to FixedPivotLimit use the constant pivot.
+template <typename T, typename A, typename Launch>
+void dispatch_forward(const Args<T, A>& a, double scale, int tile, Launch&& launch) {
+  const bool fixed = use_fixed_pivot<A>(scale);
+  if (a.r <= kSmallMax) {
+    const Geometry g = small_geometry(a);
+    with_direction(a.dir, [&](auto dc) {
+      constexpr Direction D = decltype(dc)::value;
+      if (fixed) {
+        launch(forward_small<T, A, D, true>, g, a);
+      } else {
+        launch(forward_small<T, A, D, false>, g, a);
+      }
+    });
+  } else {
+    const Geometry g = tiled_geometry(a, tile);
+    with_tile(tile, [&](auto tc) {
+      constexpr int kT = decltype(tc)::value;
+      if (fixed) {
+        launch(forward_tiled<T, A, true, kT>, g, a, g.tiles_per_block, g.total);
+      } else {
+        launch(forward_tiled<T, A, false, kT>, g, a, g.tiles_per_block, g.total);
+      }
+    });
+  }
+}
+
+// Runs the backward: one launch for small blocks, two (query tiles, key tiles) otherwise.
+template <typename T, typename A, typename Launch>
+void dispatch_backward(const Args<T, A>& a, int tile, Launch&& launch) {
+  if (a.r <= kSmallMax) {
+    const Geometry g = small_geometry(a);
+    with_direction(a.dir, [&](auto dc) {
+      constexpr Direction D = decltype(dc)::value;
+      launch(backward_small<T, A, D>, g, a);
+    });
+  } else {
+    const Geometry g = tiled_geometry(a, tile);
+    with_tile(tile, [&](auto tc) {
+      constexpr int kT = decltype(tc)::value;
+      launch(backward_query_tiled<T, A, kT>, g, a, g.tiles_per_block, g.total);
+      launch(backward_key_tiled<T, A, kT>, g, a, g.tiles_per_block, g.total);
+    });
+  }
+}
+
+}  // namespace blosa::cuda

@@ -1,0 +1,115 @@
+// The CUDA kernels of csrc/cuda/, run on the CPU thread by thread (see host_shim.h), as the
+// ops blosa_emulated::fwd / bwd. Kernel choice, template arguments and launch geometry come
+// from csrc/cuda/dispatch.h, exactly as on the GPU; only the launch itself differs. Built on the
+// fly by tests/test_cuda_emulated.py.
+#include "host_shim.h"  // first: defines the CUDA keywords the kernel headers use
+
+#include <ATen/Parallel.h>
+#include <torch/library.h>
+
+#include <type_traits>
+
+#include "../../csrc/cuda/dispatch.h"
+
+namespace {
+
+using blosa::cuda::Args;
+using blosa::cuda::Geometry;
+
+// Runs every thread of the grid; thread blocks in parallel (their writes are disjoint).
+struct EmulatedLaunch {
+  template <typename Kernel, typename... KernelArgs>
+  void operator()(Kernel kernel, const Geometry& g, const KernelArgs&... args) const {
+    at::parallel_for(0, g.gx * g.gy, 1, [&](int64_t begin, int64_t end) {
+      gridDim = {static_cast<unsigned int>(g.gx), static_cast<unsigned int>(g.gy), 1};
+      blockDim = {static_cast<unsigned int>(g.bx), static_cast<unsigned int>(g.by), 1};
+      for (int64_t b = begin; b < end; ++b) {
+        blockIdx = {static_cast<unsigned int>(b % g.gx), static_cast<unsigned int>(b / g.gx), 0};
+        for (unsigned int ty = 0; ty < g.by; ++ty) {
+          for (unsigned int tx = 0; tx < g.bx; ++tx) {
+            threadIdx = {tx, ty, 0};
+            kernel(args...);
+          }
+        }
+      }
+    });
+  }
+};
+
+// Calls f(T{}, A{}) for the input type T of t and its accumulation type A.
+template <typename F>
+void dispatch_dtype(const at::Tensor& t, F&& f) {
+  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, t.scalar_type(), "emulated", [&] {
+    using A = std::conditional_t<std::is_same_v<scalar_t, double>, double, float>;
+    f(scalar_t{}, A{});
+  });
+}
+
+std::tuple<at::Tensor, at::Tensor> fwd(const at::Tensor& dep_in, const at::Tensor& head_in,
+                                       const at::Tensor& value_in,
+                                       const std::optional<at::Tensor>& bias,
+                                       const std::optional<at::Tensor>& mask, int64_t block_len,
+                                       c10::string_view direction, double scale, int64_t tile) {
+  const at::Tensor dep = dep_in.contiguous(), head = head_in.contiguous(),
+                   value = value_in.contiguous();
+  const auto bias_c = blosa::contiguous(bias), mask_c = blosa::contiguous(mask);
+  // NaN-filled, so an element no thread writes fails the comparison with the reference.
+  at::Tensor out = at::full_like(dep, NAN);
+  at::Tensor lse = at::full(dep.sizes(), NAN, dep.options().dtype(blosa::lse_dtype(dep.scalar_type())));
+  if (dep.numel() == 0) return {out, lse};
+  dispatch_dtype(dep, [&](auto t, auto acc) {
+    using T = decltype(t);
+    using A = decltype(acc);
+    Args<T, A> a = blosa::cuda::base_args<T, A>(dep, head, value, bias_c, mask_c, block_len,
+                                                std::string(direction), scale);
+    a.out = out.data_ptr<T>();
+    a.lse = lse.data_ptr<A>();
+    blosa::cuda::dispatch_forward(a, scale, static_cast<int>(tile), EmulatedLaunch{});
+  });
+  return {out, lse};
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> bwd(
+    const at::Tensor& grad_out_in, const at::Tensor& dep_in, const at::Tensor& head_in,
+    const at::Tensor& value_in, const std::optional<at::Tensor>& bias,
+    const std::optional<at::Tensor>& mask, const at::Tensor& out_in, const at::Tensor& lse_in,
+    int64_t block_len, c10::string_view direction, double scale, int64_t tile) {
+  const at::Tensor grad_out = grad_out_in.contiguous(), dep = dep_in.contiguous(),
+                   head = head_in.contiguous(), value = value_in.contiguous(),
+                   out = out_in.contiguous(), lse = lse_in.contiguous();
+  const auto bias_c = blosa::contiguous(bias), mask_c = blosa::contiguous(mask);
+  at::Tensor d_dep = at::full_like(dep, NAN), d_head = at::full_like(dep, NAN),
+             d_value = at::full_like(dep, NAN);
+  if (dep.numel() == 0) return {d_dep, d_head, d_value};
+  dispatch_dtype(dep, [&](auto t, auto acc) {
+    using T = decltype(t);
+    using A = decltype(acc);
+    Args<T, A> a = blosa::cuda::base_args<T, A>(dep, head, value, bias_c, mask_c, block_len,
+                                                std::string(direction), scale);
+    a.grad_out = grad_out.data_ptr<T>();
+    a.out_in = out.data_ptr<T>();
+    a.lse_in = lse.data_ptr<A>();
+    a.d_dep = d_dep.data_ptr<T>();
+    a.d_head = d_head.data_ptr<T>();
+    a.d_value = d_value.data_ptr<T>();
+    blosa::cuda::dispatch_backward(a, static_cast<int>(tile), EmulatedLaunch{});
+  });
+  return {d_dep, d_head, d_value};
+}
+
+}  // namespace
+
+TORCH_LIBRARY(blosa_emulated, m) {
+  m.def(
+      "fwd(Tensor dep, Tensor head, Tensor value, Tensor? bias, Tensor? mask, int block_len, "
+      "str direction, float scale, int tile) -> (Tensor, Tensor)");
+  m.def(
+      "bwd(Tensor grad_out, Tensor dep, Tensor head, Tensor value, Tensor? bias, Tensor? mask, "
+      "Tensor out, Tensor lse, int block_len, str direction, float scale, int tile) "
+      "-> (Tensor, Tensor, Tensor)");
+}
+
+TORCH_LIBRARY_IMPL(blosa_emulated, CPU, m) {
+  m.impl("fwd", &fwd);
+  m.impl("bwd", &bwd);
+}

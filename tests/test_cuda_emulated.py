@@ -1,0 +1,145 @@
+"""The CUDA C++ kernels, run on the CPU thread by thread, against the float64 reference.
+
+tests/cuda_emulation/ builds csrc/cuda/attn_kernels.cuh and dispatch.h for the CPU: the same
+kernel choice, template arguments, launch geometry, indexing, tiling and masking as on a GPU,
+with exact tanh/exp2 instead of tanh.approx/ex2.approx (host_shim.h says why running threads
+one after another is exact for these kernels). So every CI run checks the CUDA kernels' logic,
+for every tile size, without a GPU; tests/test_cuda.py checks the real thing on a GPU.
+Outputs start as NaN, so an element that no thread writes fails.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+from torch.utils import cpp_extension
+
+from attn_cases import DIRECTIONS, MASK_KINDS, generator_for, make_mask
+from blosa import masked_block_attn_ref
+
+HERE = Path(__file__).resolve().parent / "cuda_emulation"
+# (n, block_len): register-resident blocks (r <= 8) and tiled ones; 5 and 20 leave a short last
+# block, 13 a partial last tile for every tile size, 0 is one block.
+SMALL_SHAPES = ((11, 1), (11, 3), (11, 5), (45, 8))
+TILED_SHAPES = ((11, 11), (11, 16), (37, 13), (45, 20), (45, 0))
+TILES = (4, 8, 16)
+# Error allowed relative to max(1, max |reference|): the emulation computes in float (double for
+# float64) with exact tanh/exp2, so only rounding differs from the reference. d_head cancels
+# to much less than its terms (whose size is that of the inputs, about 1 here), so its rounding
+# is judged against 1, not against its own size. Index or mask bugs give errors of the size of
+# the result.
+REL = {torch.float64: 1e-10, torch.float32: 2e-5}
+
+
+@pytest.fixture(scope="module")
+def emulated(tmp_path_factory):
+    """torch.ops.blosa_emulated (fwd, bwd), compiled for this test session."""
+    cpp_extension.load(
+        name="blosa_cuda_emulation",
+        sources=[str(HERE / "emulate.cpp")],
+        extra_cflags=["-O2", "-std=c++20", "-fopenmp", "-Wno-unknown-pragmas"],
+        extra_ldflags=["-fopenmp"],
+        build_directory=str(tmp_path_factory.mktemp("cuda_emulation")),
+        is_python_module=False,
+    )
+    return torch.ops.blosa_emulated
+
+
+def make_case(B, n, d, gen, with_bias, mask_kind, spread=2.0):
+    """float64 dep, head, value, bias (or None), the mask and grad_out."""
+    def draw(*shape, s=spread):
+        return torch.randn(*shape, generator=gen, dtype=torch.float64) * s
+
+    inputs = [draw(B, n, d), draw(B, n, d), draw(B, n, d), draw(d) if with_bias else None]
+    return inputs, make_mask(mask_kind, B, n, gen), draw(B, n, d, s=1.0)
+
+
+def reference(inputs, mask, grad_out, settings, dtype=torch.float64):
+    """out, d_dep, d_head, d_value of the plain PyTorch reference computed in dtype."""
+    leaves = [None if t is None else t.to(dtype).requires_grad_() for t in inputs]
+    out = masked_block_attn_ref(*leaves, mask, *settings)
+    return [out.detach(), *torch.autograd.grad(out, leaves[:3], grad_out.to(dtype))]
+
+
+def run_emulated(ops, inputs, mask, grad_out, dtype, settings, tile):
+    """out, d_dep, d_head, d_value of the emulated kernels on inputs cast to dtype."""
+    xs = [None if t is None else t.to(dtype) for t in inputs]
+    out, lse = ops.fwd(*xs, mask, *settings, tile)
+    grads = ops.bwd(grad_out.to(dtype), *xs, mask, out, lse, *settings, tile)
+    return [out, *grads], lse
+
+
+def check(ops, dtype, direction, n, block_len, mask_kind, tile, B=3, d=70, scale=None,
+          spread=2.0):
+    gen = generator_for("emulated", dtype, direction, n, block_len, mask_kind, tile, d, scale)
+    with_bias = bool(torch.randint(0, 2, (1,), generator=gen))
+    if scale is None:
+        scale = (0.5, 5.0, 17.0, 100.0)[int(torch.randint(0, 4, (1,), generator=gen))]
+    inputs, mask, grad_out = make_case(B, n, d, gen, with_bias, mask_kind, spread)
+    settings = (block_len, direction, scale)
+    got, lse = run_emulated(ops, inputs, mask, grad_out, dtype, settings, tile)
+    want = reference(inputs, mask, grad_out, settings)
+    low = dtype in (torch.float16, torch.bfloat16)
+    if low:  # the flash-attention rule: at most twice the error of the reference in dtype
+        same = reference(inputs, mask, grad_out, settings, dtype)
+    for i, name in enumerate(("out", "d_dep", "d_head", "d_value")):
+        g, w = got[i], want[i]
+        assert g.dtype == dtype and torch.isfinite(g).all(), f"{name}: unwritten or non-finite"
+        err = (g.double() - w).abs().max().item() if g.numel() else 0.0
+        size = w.abs().max().item() if w.numel() else 0.0
+        if low:
+            ref_err = (same[i].double() - w).abs().max().item() if w.numel() else 0.0
+            bound = 2 * ref_err + torch.finfo(dtype).eps * max(size, 1e-3)
+        else:
+            bound = REL[dtype] * max(size, 1.0)
+        assert err <= bound, (f"{name} ({dtype}, {direction}, n={n}, r={block_len}, {mask_kind}, "
+                              f"tile {tile}, c={scale}): error {err:.3g} > {bound:.3g}")
+    if mask is not None:  # padding queries: out 0, no gradient, lse +inf
+        pad = ~mask
+        assert (got[0][pad] == 0).all() and (got[2][pad] == 0).all()
+        assert torch.isinf(lse[pad]).all()
+
+
+CASES = [(n, r, 8) for n, r in SMALL_SHAPES] + [(n, r, t) for n, r in TILED_SHAPES for t in TILES]
+
+
+@pytest.mark.parametrize("mask_kind", MASK_KINDS)
+@pytest.mark.parametrize("n, block_len, tile", CASES)
+@pytest.mark.parametrize("direction", DIRECTIONS)
+def test_float64_matches_reference(emulated, direction, n, block_len, tile, mask_kind):
+    check(emulated, torch.float64, direction, n, block_len, mask_kind, tile)
+
+
+@pytest.mark.parametrize("dtype", (torch.float32, torch.bfloat16, torch.float16), ids=str)
+@pytest.mark.parametrize("n, block_len, tile", CASES)
+@pytest.mark.parametrize("direction", DIRECTIONS)
+def test_float_types_match_reference(emulated, direction, n, block_len, tile, dtype):
+    check(emulated, dtype, direction, n, block_len, "holes", tile)
+
+
+@pytest.mark.parametrize("scale", (0.5, 5.0, 39.0, 41.0, 100.0))  # both pivot paths
+@pytest.mark.parametrize("n, block_len, tile", ((13, 4, 8), (40, 0, 4), (40, 0, 16)))
+def test_every_scale(emulated, n, block_len, tile, scale):
+    for direction in ("forward", "all"):
+        check(emulated, torch.float32, direction, n, block_len, "holes", tile, d=33, scale=scale,
+              spread=min(scale, 8.0))
+
+
+@pytest.mark.parametrize("n, d", [(1, 1), (1, 5), (2, 3), (9, 1), (64, 33), (129, 3)])
+@pytest.mark.parametrize("direction", DIRECTIONS)
+def test_odd_sizes(emulated, direction, n, d):
+    for block_len, tile in ((3, 8), (8, 8), (9, 4), (0, 16)):
+        check(emulated, torch.float64, direction, n, block_len, "holes", tile, B=2, d=d)
+
+
+def test_matches_the_cpu_kernels(emulated):
+    # The CPU kernels (csrc/cpu/) and the CUDA kernels share blosa_math.h; on the same float64
+    # inputs they must agree to rounding, lse included (+inf where a query has no key).
+    gen = generator_for("emulated-vs-cpu")
+    inputs, mask, _ = make_case(2, 30, 17, gen, True, "empty_row")
+    for block_len in (4, 0):
+        want = torch.ops.blosa.masked_block_attn_fwd(*inputs, mask, block_len, "diag", 5.0)
+        got = emulated.fwd(*inputs, mask, block_len, "diag", 5.0, 8)
+        for g, w in zip(got, want):
+            torch.testing.assert_close(g, w, atol=1e-12, rtol=1e-12)
