@@ -13,6 +13,11 @@ forward's inner loop, so only arithmetic is timed. Loops:
             the forward element of the CUDA C++ kernels (all dtypes) and of the Triton kernels
             for float16/bfloat16
   fwd exact the same with the exp2-based tanh of the Triton float32 kernels (exp2, reciprocal)
+  fwd poly exp2   fwd fast with exp2 on the FMA units (a polynomial), the special-function
+            unit doing only tanh
+  fwd half poly   half the pairs take exp2 from each unit (how flash-attention 4 shares it)
+  fwd bf16x2, fwd f16x2   tanh and exp2 on packed pairs of 16-bit floats: one special-function
+            op per two elements, sums still in float32 (a candidate for 16-bit inputs)
 
 Rates are elements (loop steps × pairs) per second. About ten seconds, compile included.
 """
@@ -32,31 +37,88 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from blosa_kernels._math import tanh_f32  # noqa: E402
 
 CLOCK_HZ = 1.98e9  # H100/H200 SXM boost clock, as in gpu_rates.py
-LOOPS = {"tanh": 0, "exp2": 1, "fwd fast": 2, "fwd exact": 3}
+LOOPS = {
+    "tanh": 0, "exp2": 1, "fwd fast": 2, "fwd exact": 3,
+    "fwd poly exp2": 4, "fwd half poly": 5, "fwd bf16x2": 6, "fwd f16x2": 7,
+}
 BLOCK, WARPS = 1024, 4  # 8 independent pairs per thread
+
+
+@triton.jit
+def exp2_poly(x):
+    """2^x for x <= 0 on the FMA and integer units only (no special-function op): round x to
+    an integer n with the 1.5·2^23 trick, 2^(x - n) by a degree-5 polynomial on [-1/2, 1/2]
+    (Taylor, relative error < 4e-6: enough to time it), n added to the exponent bits."""
+    j = x + 12582912.0
+    f = x - (j - 12582912.0)
+    p = 1.3333558e-3 * f + 9.6181291e-3
+    p = p * f + 5.5504109e-2
+    p = p * f + 2.4022651e-1
+    p = p * f + 6.9314718e-1
+    p = p * f + 1.0
+    bits = p.to(tl.int32, bitcast=True) + (j.to(tl.int32, bitcast=True) << 23)
+    return bits.to(tl.float32, bitcast=True)
+
+
+@triton.jit
+def _packed(x, op: tl.constexpr):
+    """One PTX op on pairs of 16-bit floats (x float16 or bfloat16): one special-function op per
+    two elements, at 16-bit precision."""
+    return tl.inline_asm_elementwise(op + " $0, $1;", "=r,r", [x], dtype=x.dtype, is_pure=True, pack=2)
+
+
+@triton.jit
+def fwd_element(k, q, a, LOOP: tl.constexpr):
+    """The forward's per-element work for loop LOOP: (p, p · v) with v = k."""
+    if LOOP == 6:
+        t = _packed((k + q).to(tl.bfloat16), "tanh.approx.bf16x2")
+        p = _packed((t.to(tl.float32) * a - a).to(tl.bfloat16), "ex2.approx.ftz.bf16x2").to(tl.float32)
+    elif LOOP == 7:
+        t = _packed((k + q).to(tl.float16), "tanh.approx.f16x2")
+        p = _packed((t.to(tl.float32) * a - a).to(tl.float16), "ex2.approx.f16x2").to(tl.float32)
+    else:
+        t = tanh_f32(k + q, LOOP != 3)
+        if LOOP == 4:
+            p = exp2_poly(t * a - a)
+        else:
+            p = tl.exp2(t * a - a)
+    return p, p * k
 
 
 @triton.jit
 def sfu_loop_kernel(q_ptr, out_ptr, steps, a, LOOP: tl.constexpr, BLOCK: tl.constexpr):
     """Each of BLOCK pairs runs `steps` loop steps; the key term k changes every step (one add),
-    as a new key does in the kernels, so nothing can be hoisted out of the loop."""
-    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    q = tl.load(q_ptr + offs)
-    k = q * 0.5
-    total = tl.zeros([BLOCK], dtype=tl.float32)
-    acc = tl.zeros([BLOCK], dtype=tl.float32)
+    as a new key does in the kernels, so nothing can be hoisted out of the loop. Loop 5 ("half
+    poly") takes exp2 from the special-function unit for one half of the pairs and from
+    exp2_poly for the other, to share the load between the two units."""
+    HALF: tl.constexpr = BLOCK // 2
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, HALF)
+    q1 = tl.load(q_ptr + offs)
+    q2 = tl.load(q_ptr + offs + HALF)
+    k1 = q1 * 0.5
+    k2 = q2 * 0.5
+    total1 = tl.zeros([HALF], dtype=tl.float32)
+    total2 = tl.zeros([HALF], dtype=tl.float32)
+    acc1 = tl.zeros([HALF], dtype=tl.float32)
+    acc2 = tl.zeros([HALF], dtype=tl.float32)
     for _ in range(steps):
-        k = k + 0.0009765625
+        k1 = k1 + 0.0009765625
+        k2 = k2 + 0.0009765625
         if LOOP == 0:
-            total += tanh_f32(k + q, True)
+            total1 += tanh_f32(k1 + q1, True)
+            total2 += tanh_f32(k2 + q2, True)
         elif LOOP == 1:
-            total += tl.exp2(k * a - a)
+            total1 += tl.exp2(k1 * a - a)
+            total2 += tl.exp2(k2 * a - a)
         else:
-            t = tanh_f32(k + q, LOOP == 2)
-            p = tl.exp2(t * a - a)
-            total += p
-            acc += p * k
-    tl.store(out_ptr + offs, total + acc)
+            p1, pv1 = fwd_element(k1, q1, a, 2 if LOOP == 5 else LOOP)
+            p2, pv2 = fwd_element(k2, q2, a, 4 if LOOP == 5 else LOOP)
+            total1 += p1
+            acc1 += pv1
+            total2 += p2
+            acc2 += pv2
+    tl.store(out_ptr + offs, total1 + acc1)
+    tl.store(out_ptr + offs + HALF, total2 + acc2)
 
 
 def measure(loop: str, steps: int = 4096, reps: int = 5) -> float:
