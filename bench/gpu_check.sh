@@ -19,7 +19,9 @@ export BLOSA_CUDA=1 TORCH_CUDA_ARCH_LIST=${TORCH_CUDA_ARCH_LIST:-9.0} PYTHONUNBU
   $PY -c 'import torch, triton; print("torch", torch.__version__, "cuda", torch.version.cuda, "triton", triton.__version__)'
 } | tee "$LOG/device.txt"
 
-echo "== build"
+step() { echo "== $1 (at ${SECONDS}s)"; }
+
+step build
 # In place, without pip: the GPU machines have no package index for pip's build requirements.
 start=$SECONDS
 if ! $PY setup.py build_ext --inplace > "$LOG/build.log" 2>&1; then
@@ -29,20 +31,21 @@ fi
 export PYTHONPATH="$PWD/python:$PWD${PYTHONPATH:+:$PYTHONPATH}"
 echo "built in $((SECONDS - start)) s"
 
-echo "== special-function ceiling"
+step "special-function ceiling"
 timeout ${SFU_TIMEOUT:-60} $PY bench/sfu_peak.py --out "$LOG/sfu.json" > "$LOG/sfu.md" 2>&1
 sfu_status=$?
 
-echo "== kernel rates"
+step "kernel rates"
 timeout ${RATES_TIMEOUT:-150} $PY bench/gpu_rates.py --out "$LOG/rates.json" --cuda-tiles 4,16 \
   > "$LOG/rates.md" 2>&1
 rates_status=$?
 
-echo "== GPU tests"
+step "GPU tests"
 BLOSA_CUDA_ERR_LOG="$LOG/cuda_errors.json" timeout ${CUDA_TESTS_TIMEOUT:-100} $PY -m pytest \
   tests/test_cuda.py tests/test_nn_cuda.py -q -rs --maxfail=20 -p no:cacheprovider > "$LOG/tests_cuda.log" 2>&1
 tests_status=$?
 tail -25 "$LOG/tests_cuda.log"
+step "Triton GPU tests"
 timeout ${TRITON_TESTS_TIMEOUT:-170} $PY -m pytest tests/triton -q -rs --maxfail=20 -p no:cacheprovider \
   > "$LOG/tests_triton.log" 2>&1
 triton_status=$?
@@ -52,7 +55,7 @@ tail -25 "$LOG/tests_triton.log"
 # the counters (not on every machine; a failure here does not fail the check).
 NCU=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | tail -1)
 if [ -n "$NCU" ]; then
-  echo "== ncu ($NCU)"
+  step "ncu ($NCU)"
   timeout ${NCU_TIMEOUT:-60} "$NCU" --clock-control none --kernel-name regex:'_small|_tiled' \
     --launch-count 5 --section SpeedOfLight --section ComputeWorkloadAnalysis \
     --section WarpStateStats --section Occupancy $PY bench/ncu_kernels.py > "$LOG/ncu.txt" 2>&1
@@ -61,7 +64,7 @@ if [ -n "$NCU" ]; then
     "$LOG/ncu.txt" | cut -c1-120 | head -70
 fi
 
-echo "== special-function ceiling (table)"
+step "special-function ceiling (table)"
 cat "$LOG/sfu.md"
 echo "== kernel rates (table; per-kernel times in rates.md)"
 sed -n '/^| backend/,$p' "$LOG/rates.md"

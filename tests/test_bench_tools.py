@@ -1,0 +1,40 @@
+"""The arithmetic of the GPU benchmark scripts, checked on CPU (the scripts themselves need a GPU).
+
+Every rate in bench/RESULTS.md divides bench/gpu_rates.py's element count by a time, so the
+count is checked here against the reference's own rule for which pairs may attend.
+"""
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from attn_cases import DIRECTIONS
+from blosa.reference import allowed_pairs, resolve_block_len
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+
+import gpu_rates  # noqa: E402
+
+
+def counted_by_reference(B, n, d, block_len, direction):
+    r = resolve_block_len(block_len, n)
+    m = -(-n // r)
+    real = torch.zeros(B, m * r, dtype=torch.bool)
+    real[:, :n] = True  # positions past n pad the last block
+    return int(allowed_pairs(real.view(B, m, r), r, direction).sum()) * d
+
+
+@pytest.mark.parametrize("direction", DIRECTIONS)
+@pytest.mark.parametrize("n, block_len", [(1, 0), (7, 1), (12, 3), (13, 5), (384, 8), (50, 0), (9, 20)])
+def test_element_count_matches_the_reference(direction, n, block_len):
+    B, d = 2, 3
+    assert gpu_rates.elements(B, n, d, block_len, direction) == counted_by_reference(B, n, d, block_len, direction)
+
+
+def test_tile_sweep_covers_long_blocks_in_float32_only():
+    jobs = list(gpu_rates.jobs(["cuda", "triton"], ["4", "16"]))
+    swept = [j for j in jobs if j[2] is not None]
+    assert {j[2] for j in swept} == {"4", "16"}
+    assert all(j[1] == "cuda" and j[3] == "float32" and j[4][4] == 0 for j in swept)
+    assert len(jobs) == 2 * 2 * 5 + len(swept)  # every backend: 2 dtypes x 5 (config, mode)
