@@ -39,8 +39,8 @@ timeout ${SFU_TIMEOUT:-60} $PY bench/sfu_peak.py > "$LOG/sfu.md" 2>&1
 sfu_status=$?
 
 step "kernel rates"
-timeout ${RATES_TIMEOUT:-150} $PY bench/gpu_rates.py --out "$LOG/rates.json" --cuda-tiles 4,16 \
-  > "$LOG/rates.md" 2>&1
+timeout ${RATES_TIMEOUT:-150} $PY bench/gpu_rates.py --out "$LOG/rates.json" \
+  --cuda-variants tile4,tile16,split,tile4+split,tile16+split > "$LOG/rates.md" 2>&1
 rates_status=$?
 
 step "GPU tests"

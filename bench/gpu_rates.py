@@ -120,29 +120,43 @@ def measure(backend, dtype, B, n, d, block_len, mode):
     return ms, peak, kernels
 
 
-def jobs(backends, cuda_tiles):
-    """(label, backend, tile or None, dtype name, config, mode) of every measurement: each
-    backend on every config, then the CUDA kernels' other tile sizes (float32, long blocks only:
-    blocks of 8 use the register-resident kernels, which have no tile)."""
+def variant_env(variant: str) -> dict[str, str]:
+    """Environment of a CUDA kernel variant named like "tile16+split": tileN sets
+    BLOSA_CUDA_TILE=N, split sets BLOSA_CUDA_EXP2=split (csrc/cuda/masked_block_attn_cuda.cu)."""
+    env = {}
+    for part in variant.split("+"):
+        if part.startswith("tile") and part[4:].isdigit():
+            env["BLOSA_CUDA_TILE"] = part[4:]
+        elif part == "split":
+            env["BLOSA_CUDA_EXP2"] = "split"
+        else:
+            raise ValueError(f"unknown CUDA variant part {part!r} in {variant!r} (tileN, split)")
+    return env
+
+
+def jobs(backends, cuda_variants):
+    """(label, backend, variant environment, dtype name, config, mode) of every measurement:
+    each backend on every config, then each CUDA kernel variant in float32 on the one-block
+    config (the variants change only the tiled kernels, which blocks longer than 8 use)."""
     for backend in backends:
         for dname in DTYPES:
             for config in CONFIGS:
                 for mode in config[5]:
-                    yield backend, backend, None, dname, config, mode
+                    yield backend, backend, {}, dname, config, mode
     if "cuda" in backends:
-        for tile in cuda_tiles:
-            for config in CONFIGS:
-                if config[4] == 0:
-                    for mode in config[5]:
-                        yield f"cuda tile {tile}", "cuda", tile, "float32", config, mode
+        one_block = next(c for c in CONFIGS if c[0] == "one block")
+        for variant in cuda_variants:
+            for mode in one_block[5]:
+                yield f"cuda {variant}", "cuda", variant_env(variant), "float32", one_block, mode
 
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", required=True, help="JSON file to write")
     ap.add_argument("--backends", default=",".join(BACKENDS))
-    ap.add_argument("--cuda-tiles", default="",
-                    help="comma-separated BLOSA_CUDA_TILE values to compare with the default, e.g. 4,16")
+    ap.add_argument("--cuda-variants", default="",
+                    help="comma-separated CUDA kernel variants to compare with the default, "
+                         "e.g. tile4,tile16,split,tile16+split")
     args = ap.parse_args(argv)
     if not torch.cuda.is_available():
         print("no CUDA device; nothing to measure")
@@ -152,14 +166,13 @@ def main(argv=None):
     print(f"device: {name}; torch {torch.__version__}; SFU bound (forward) {bound:.3g} elements/s")
     records, skipped = [], {}
     t_start = time.perf_counter()
-    tiles = [t for t in args.cuda_tiles.split(",") if t]
-    for label, backend, tile, dname, (cname, B, n, d, r, _), mode in jobs(args.backends.split(","), tiles):
+    variants = [v for v in args.cuda_variants.split(",") if v]
+    for label, backend, env, dname, (cname, B, n, d, r, _), mode in jobs(args.backends.split(","), variants):
         if backend in skipped:
             continue
-        if tile is None:
-            os.environ.pop("BLOSA_CUDA_TILE", None)
-        else:
-            os.environ["BLOSA_CUDA_TILE"] = tile  # read by the CUDA launcher at every call
+        for name in ("BLOSA_CUDA_TILE", "BLOSA_CUDA_EXP2"):  # read by the launcher at every call
+            os.environ.pop(name, None)
+        os.environ.update(env)
         try:
             ms, peak, kernels = measure(backend, DTYPES[dname], B, n, d, r, mode)
         except Exception as e:  # noqa: BLE001  a backend that cannot run is skipped
@@ -174,7 +187,7 @@ def main(argv=None):
         rate = el / (kernel_ms * 1e-3)
         # forward costs 2 SFU ops per element; forward+backward is compared with the same
         # forward bound (its SFU work is 2-3x larger).
-        rec = dict(backend=label, tile=tile, dtype=dname, config=cname, B=B, n=n, d=d,
+        rec = dict(backend=label, variant=env, dtype=dname, config=cname, B=B, n=n, d=d,
                    block_len=r, mode=mode, ms=round(ms, 4), kernel_ms=round(kernel_ms, 4),
                    kernels={k: round(v, 4) for k, v in kernels.items()}, elements=el, rate=rate,
                    call_rate=el / (ms * 1e-3), bound=bound, fraction_of_bound=rate / bound,
@@ -187,7 +200,8 @@ def main(argv=None):
         for kernel, k_ms in sorted(kernels.items(), key=lambda kv: -kv[1])[:4]:
             print(f"      {k_ms:8.3f} ms  {kernel[:100]}")
         torch.cuda.empty_cache()
-    os.environ.pop("BLOSA_CUDA_TILE", None)
+    for name in ("BLOSA_CUDA_TILE", "BLOSA_CUDA_EXP2"):
+        os.environ.pop(name, None)
     print()
     print(f"{name}, bound {bound:.2g} score elements/s (forward)\n")
     print("| backend | dtype | config | mode | call ms | kernels ms | elements/s (kernels) | of bound "

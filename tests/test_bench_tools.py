@@ -32,9 +32,15 @@ def test_element_count_matches_the_reference(direction, n, block_len):
     assert gpu_rates.elements(B, n, d, block_len, direction) == counted_by_reference(B, n, d, block_len, direction)
 
 
-def test_tile_sweep_covers_long_blocks_in_float32_only():
-    jobs = list(gpu_rates.jobs(["cuda", "triton"], ["4", "16"]))
-    swept = [j for j in jobs if j[2] is not None]
-    assert {j[2] for j in swept} == {"4", "16"}
-    assert all(j[1] == "cuda" and j[3] == "float32" and j[4][4] == 0 for j in swept)
+def test_variant_sweep_runs_cuda_float32_one_block_only():
+    jobs = list(gpu_rates.jobs(["cuda", "triton"], ["tile4", "tile16+split"]))
+    swept = [j for j in jobs if j[2]]
+    assert [j[2] for j in swept] == [{"BLOSA_CUDA_TILE": "4"}] * 2 + [
+        {"BLOSA_CUDA_TILE": "16", "BLOSA_CUDA_EXP2": "split"}] * 2
+    assert all(j[1] == "cuda" and j[3] == "float32" and j[4][0] == "one block" for j in swept)
     assert len(jobs) == 2 * 2 * 5 + len(swept)  # every backend: 2 dtypes x 5 (config, mode)
+
+
+def test_unknown_variant_is_named():
+    with pytest.raises(ValueError, match="'tile'"):
+        gpu_rates.variant_env("tile")

@@ -62,23 +62,25 @@ def reference(inputs, mask, grad_out, settings, dtype=torch.float64):
     return [out.detach(), *torch.autograd.grad(out, leaves[:3], grad_out.to(dtype))]
 
 
-def run_emulated(ops, inputs, mask, grad_out, dtype, settings, tile):
+def run_emulated(ops, inputs, mask, grad_out, dtype, settings, tile, split):
     """out, d_dep, d_head, d_value of the emulated kernels on inputs cast to dtype."""
     xs = [None if t is None else t.to(dtype) for t in inputs]
-    out, lse = ops.fwd(*xs, mask, *settings, tile)
-    grads = ops.bwd(grad_out.to(dtype), *xs, mask, out, lse, *settings, tile)
+    out, lse = ops.fwd(*xs, mask, *settings, tile, split)
+    grads = ops.bwd(grad_out.to(dtype), *xs, mask, out, lse, *settings, tile, split)
     return [out, *grads], lse
 
 
-def check(ops, dtype, direction, n, block_len, mask_kind, tile, B=3, d=70, scale=None,
-          spread=2.0):
-    gen = generator_for("emulated", dtype, direction, n, block_len, mask_kind, tile, d, scale)
+def check(ops, dtype, direction, n, block_len, mask_kind, tile, split=False, B=3, d=70,
+          scale=None, spread=2.0):
+    """Emulated kernels (tile rows per thread; split: half the exp2 on the FMA units) against
+    the reference, out and the three input gradients."""
+    gen = generator_for("emulated", dtype, direction, n, block_len, mask_kind, tile, split, d, scale)
     with_bias = bool(torch.randint(0, 2, (1,), generator=gen))
     if scale is None:
         scale = (0.5, 5.0, 17.0, 100.0)[int(torch.randint(0, 4, (1,), generator=gen))]
     inputs, mask, grad_out = make_case(B, n, d, gen, with_bias, mask_kind, spread)
     settings = (block_len, direction, scale)
-    got, lse = run_emulated(ops, inputs, mask, grad_out, dtype, settings, tile)
+    got, lse = run_emulated(ops, inputs, mask, grad_out, dtype, settings, tile, split)
     want = reference(inputs, mask, grad_out, settings)
     low = dtype in (torch.float16, torch.bfloat16)
     if low:  # the flash-attention rule: at most twice the error of the reference in dtype
@@ -94,7 +96,7 @@ def check(ops, dtype, direction, n, block_len, mask_kind, tile, B=3, d=70, scale
         else:
             bound = REL[dtype] * max(size, 1.0)
         assert err <= bound, (f"{name} ({dtype}, {direction}, n={n}, r={block_len}, {mask_kind}, "
-                              f"tile {tile}, c={scale}): error {err:.3g} > {bound:.3g}")
+                              f"tile {tile}, split {split}, c={scale}): error {err:.3g} > {bound:.3g}")
     if mask is not None:  # padding queries: out 0, no gradient, lse +inf
         pad = ~mask
         assert (got[0][pad] == 0).all() and (got[2][pad] == 0).all()
@@ -102,6 +104,9 @@ def check(ops, dtype, direction, n, block_len, mask_kind, tile, B=3, d=70, scale
 
 
 CASES = [(n, r, 8) for n, r in SMALL_SHAPES] + [(n, r, t) for n, r in TILED_SHAPES for t in TILES]
+# Split exponentials (half the exp2 on the FMA units) exist in the tiled kernels.
+FLOAT_CASES = [(n, r, 8, False) for n, r in SMALL_SHAPES] + [
+    (n, r, t, split) for n, r in TILED_SHAPES for t in TILES for split in (False, True)]
 
 
 @pytest.mark.parametrize("mask_kind", MASK_KINDS)
@@ -112,18 +117,31 @@ def test_float64_matches_reference(emulated, direction, n, block_len, tile, mask
 
 
 @pytest.mark.parametrize("dtype", (torch.float32, torch.bfloat16, torch.float16), ids=str)
-@pytest.mark.parametrize("n, block_len, tile", CASES)
+@pytest.mark.parametrize("n, block_len, tile, split", FLOAT_CASES)
 @pytest.mark.parametrize("direction", DIRECTIONS)
-def test_float_types_match_reference(emulated, direction, n, block_len, tile, dtype):
-    check(emulated, dtype, direction, n, block_len, "holes", tile)
+def test_float_types_match_reference(emulated, direction, n, block_len, tile, split, dtype):
+    check(emulated, dtype, direction, n, block_len, "holes", tile, split)
 
 
 @pytest.mark.parametrize("scale", (0.5, 5.0, 39.0, 41.0, 100.0))  # both pivot paths
-@pytest.mark.parametrize("n, block_len, tile", ((13, 4, 8), (40, 0, 4), (40, 0, 16)))
-def test_every_scale(emulated, n, block_len, tile, scale):
+@pytest.mark.parametrize("n, block_len, tile, split", ((13, 4, 8, False), (40, 0, 4, False),
+                                                       (40, 0, 16, False), (40, 0, 8, True)))
+def test_every_scale(emulated, n, block_len, tile, split, scale):
     for direction in ("forward", "all"):
-        check(emulated, torch.float32, direction, n, block_len, "holes", tile, d=33, scale=scale,
-              spread=min(scale, 8.0))
+        check(emulated, torch.float32, direction, n, block_len, "holes", tile, split, d=33,
+              scale=scale, spread=min(scale, 8.0))
+
+
+def test_split_exponentials_change_only_rounding(emulated):
+    # exp2_poly against the special-function path (exact exp2 here) on the same inputs.
+    gen = generator_for("split-vs-mufu")
+    inputs, mask, grad_out = make_case(2, 60, 40, gen, True, "holes")
+    for dtype, rel in ((torch.float32, 1e-5), (torch.float64, 0.0)):  # float64 never splits
+        settings = (0, "all", 5.0)
+        a, _ = run_emulated(emulated, inputs, mask, grad_out, dtype, settings, 8, False)
+        b, _ = run_emulated(emulated, inputs, mask, grad_out, dtype, settings, 8, True)
+        for x, y in zip(a, b):
+            assert (x - y).abs().max() <= rel * max(x.abs().max(), 1.0)
 
 
 @pytest.mark.parametrize("n, d", [(1, 1), (1, 5), (2, 3), (9, 1), (64, 33), (129, 3)])
@@ -140,6 +158,6 @@ def test_matches_the_cpu_kernels(emulated):
     inputs, mask, _ = make_case(2, 30, 17, gen, True, "empty_row")
     for block_len in (4, 0):
         want = torch.ops.blosa.masked_block_attn_fwd(*inputs, mask, block_len, "diag", 5.0)
-        got = emulated.fwd(*inputs, mask, block_len, "diag", 5.0, 8)
+        got = emulated.fwd(*inputs, mask, block_len, "diag", 5.0, 8, False)
         for g, w in zip(got, want):
             torch.testing.assert_close(g, w, atol=1e-12, rtol=1e-12)

@@ -110,16 +110,40 @@ struct Softmax {
     sum = A(0);
     acc = A(0);
   }
+  template <bool kPoly = false>
   __device__ __forceinline__ void add(A t, A v, A a) {
     if constexpr (kFixed) {
-      softmax_accumulate(shifted_exp2(t, a, a), v, sum, acc);
+      softmax_accumulate(shifted_exp2<kPoly>(t, a, a), v, sum, acc);
     } else {
-      online_softmax_update_exp2(a * t, v, m2, sum, acc);
+      online_softmax_update_exp2<kPoly>(a * t, v, m2, sum, acc);
     }
   }
   __device__ __forceinline__ A out() const { return acc / sum; }
   __device__ __forceinline__ A lse() const { return log_sum_exp2(m2, sum); }
 };
+
+// Split exponentials (kSplit, float only): the odd rows q of a tile take their exp2 from the FMA
+// units (exp2_poly in blosa_math.h), the even rows from the special-function unit, which also
+// computes every tanh; that unit is the bound of these kernels. The rows' loops are unrolled, so
+// each q is a constant and the choice costs nothing.
+template <bool kSplit>
+__device__ __forceinline__ bool poly_row(int q) {
+  return kSplit && (q & 1) != 0;
+}
+
+template <bool kSplit, typename A, bool kFixed>
+__device__ __forceinline__ void add_to_row(Softmax<A, kFixed>& sm, int q, A t, A v, A a) {
+  if (poly_row<kSplit>(q)) {
+    sm.template add<true>(t, v, a);
+  } else {
+    sm.template add<false>(t, v, a);
+  }
+}
+
+template <bool kSplit, typename A>
+__device__ __forceinline__ A row_shifted_exp2(int q, A t, A a, A pivot) {
+  return poly_row<kSplit>(q) ? shifted_exp2<true>(t, a, pivot) : shifted_exp2<false>(t, a, pivot);
+}
 
 // ---------------------------------------------------------------------------------------------
 // Small blocks: one thread per (batch, block, feature); grid covers B · nblocks · d threads.
@@ -304,7 +328,7 @@ __device__ __forceinline__ Ranges ranges_of(Direction dir, const Tile& t) {
 
 // Forward over keys [lo, hi) that every query of the tile may attend; returns the number of
 // real keys seen. Loads are unconditional (the rows exist) so they can be issued early.
-template <typename T, typename A, bool kFixed, int kT>
+template <bool kSplit, typename T, typename A, bool kFixed, int kT>
 __device__ __forceinline__ int forward_full_keys(const Args<T, A>& p, int64_t base, int64_t lo,
                                                  int64_t hi, int64_t k, const A (&xq)[kT],
                                                  Softmax<A, kFixed> (&sm)[kT]) {
@@ -323,13 +347,13 @@ __device__ __forceinline__ int forward_full_keys(const Args<T, A>& p, int64_t ba
     if (real) {
       ++keys;
 #pragma unroll
-      for (int q = 0; q < kT; ++q) sm[q].add(tanh_fast(xk + xq[q]), v, p.a);
+      for (int q = 0; q < kT; ++q) add_to_row<kSplit>(sm[q], q, tanh_fast(xk + xq[q]), v, p.a);
     }
   }
   return keys;
 }
 
-template <typename T, typename A, bool kFixed, int kT>
+template <typename T, typename A, bool kFixed, int kT, bool kSplit>
 __global__ void __launch_bounds__(kWarps * 32)
     forward_tiled(const Args<T, A> p, int64_t tiles_per_block, int64_t total) {
   Tile t;
@@ -357,8 +381,8 @@ __global__ void __launch_bounds__(kWarps * 32)
   }
   if (any_real) {
     const Ranges g = ranges_of(p.dir, t);
-    int full = forward_full_keys(p, t.base, g.f1_lo, g.f1_hi, k, xq, sm);
-    full += forward_full_keys(p, t.base, g.f2_lo, g.f2_hi, k, xq, sm);
+    int full = forward_full_keys<kSplit>(p, t.base, g.f1_lo, g.f1_hi, k, xq, sm);
+    full += forward_full_keys<kSplit>(p, t.base, g.f2_lo, g.f2_hi, k, xq, sm);
     for (int64_t i = g.e_lo; i < g.e_hi; ++i) {
       if (!is_real(p.mask, t.base + i)) continue;
       const int64_t off = (t.base + i) * p.d + k;
@@ -368,7 +392,7 @@ __global__ void __launch_bounds__(kWarps * 32)
       for (int q = 0; q < kT; ++q) {
         if (q < t.nq && pair_allowed(p.dir, i, t.j0 + q, t.start, t.end)) {
           ++keys[q];
-          sm[q].add(tanh_fast(xk + xq[q]), v, p.a);
+          add_to_row<kSplit>(sm[q], q, tanh_fast(xk + xq[q]), v, p.a);
         }
       }
     }
@@ -389,7 +413,7 @@ __global__ void __launch_bounds__(kWarps * 32)
 // d_head: per query tile, the head_grad sums (ha, hs, hr) over its keys. Rows of the tile that
 // are padding or past the block have o = l2 = 0 and are never written back, so their (finite or
 // not) sums do not matter; a real row with an allowed real key has a finite lse.
-template <typename T, typename A, int kT>
+template <bool kSplit, typename T, typename A, int kT>
 __device__ __forceinline__ void dhead_full_keys(const Args<T, A>& p, int64_t base, int64_t lo,
                                                 int64_t hi, int64_t k, const A (&xq)[kT],
                                                 const A (&o)[kT], const A (&l2)[kT],
@@ -409,13 +433,14 @@ __device__ __forceinline__ void dhead_full_keys(const Args<T, A>& p, int64_t bas
 #pragma unroll
       for (int q = 0; q < kT; ++q) {
         const A th = tanh_fast(xk + xq[q]);
-        head_grad_accumulate(shifted_exp2(th, p.a, l2[q]), v, o[q], th, ha[q], hs[q], hr[q]);
+        head_grad_accumulate(row_shifted_exp2<kSplit>(q, th, p.a, l2[q]), v, o[q], th, ha[q], hs[q],
+                             hr[q]);
       }
     }
   }
 }
 
-template <typename T, typename A, int kT>
+template <typename T, typename A, int kT, bool kSplit>
 __global__ void __launch_bounds__(kWarps * 32)
     backward_query_tiled(const Args<T, A> p, int64_t tiles_per_block, int64_t total) {
   Tile t;
@@ -445,8 +470,8 @@ __global__ void __launch_bounds__(kWarps * 32)
   }
   if (any_real) {
     const Ranges r = ranges_of(p.dir, t);
-    dhead_full_keys(p, t.base, r.f1_lo, r.f1_hi, k, xq, o, l2, ha, hs, hr);
-    dhead_full_keys(p, t.base, r.f2_lo, r.f2_hi, k, xq, o, l2, ha, hs, hr);
+    dhead_full_keys<kSplit>(p, t.base, r.f1_lo, r.f1_hi, k, xq, o, l2, ha, hs, hr);
+    dhead_full_keys<kSplit>(p, t.base, r.f2_lo, r.f2_hi, k, xq, o, l2, ha, hs, hr);
     for (int64_t i = r.e_lo; i < r.e_hi; ++i) {
       if (!is_real(p.mask, t.base + i)) continue;
       const int64_t off = (t.base + i) * p.d + k;
@@ -456,7 +481,8 @@ __global__ void __launch_bounds__(kWarps * 32)
       for (int q = 0; q < kT; ++q) {
         if (real[q] && pair_allowed(p.dir, i, t.j0 + q, t.start, t.end)) {
           const A th = tanh_fast(xk + xq[q]);
-          head_grad_accumulate(shifted_exp2(th, p.a, l2[q]), v, o[q], th, ha[q], hs[q], hr[q]);
+          head_grad_accumulate(row_shifted_exp2<kSplit>(q, th, p.a, l2[q]), v, o[q], th, ha[q],
+                               hs[q], hr[q]);
         }
       }
     }
@@ -474,7 +500,7 @@ __global__ void __launch_bounds__(kWarps * 32)
 
 // d_dep, d_value: per key tile, sum over the queries that attend each key. Padding queries
 // are skipped (their grad_out and lse are never read).
-template <typename T, typename A, int kT>
+template <bool kSplit, typename T, typename A, int kT>
 __device__ __forceinline__ void dkey_one_query(const Args<T, A>& p, int64_t off, A qbias,
                                                const A (&xk)[kT], const A (&v)[kT],
                                                A (&dd)[kT], A (&dv)[kT], const bool* allow) {
@@ -486,14 +512,14 @@ __device__ __forceinline__ void dkey_one_query(const Args<T, A>& p, int64_t off,
   for (int q = 0; q < kT; ++q) {
     if (allow == nullptr || allow[q]) {
       const A th = tanh_fast(xk[q] + xq);
-      const A pr = shifted_exp2(th, p.a, l2);
+      const A pr = row_shifted_exp2<kSplit>(q, th, p.a, l2);
       dd[q] += grad_z(pr, g, v[q], o, th);
       dv[q] += pr * g;
     }
   }
 }
 
-template <typename T, typename A, int kT>
+template <bool kSplit, typename T, typename A, int kT>
 __device__ __forceinline__ void dkey_full_queries(const Args<T, A>& p, int64_t base, int64_t lo,
                                                   int64_t hi, int64_t k, A qbias,
                                                   const A (&xk)[kT], const A (&v)[kT],
@@ -501,11 +527,11 @@ __device__ __forceinline__ void dkey_full_queries(const Args<T, A>& p, int64_t b
 #pragma unroll 2
   for (int64_t j = lo; j < hi; ++j) {
     if (!is_real(p.mask, base + j)) continue;
-    dkey_one_query(p, (base + j) * p.d + k, qbias, xk, v, dd, dv, nullptr);
+    dkey_one_query<kSplit>(p, (base + j) * p.d + k, qbias, xk, v, dd, dv, nullptr);
   }
 }
 
-template <typename T, typename A, int kT>
+template <typename T, typename A, int kT, bool kSplit>
 __global__ void __launch_bounds__(kWarps * 32)
     backward_key_tiled(const Args<T, A> p, int64_t tiles_per_block, int64_t total) {
   const Direction kdir = transposed(p.dir);  // which queries attend a key
@@ -532,8 +558,8 @@ __global__ void __launch_bounds__(kWarps * 32)
   }
   if (any_real) {
     const Ranges r = ranges_of(kdir, t);
-    dkey_full_queries(p, t.base, r.f1_lo, r.f1_hi, k, qbias, xk, v, dd, dv);
-    dkey_full_queries(p, t.base, r.f2_lo, r.f2_hi, k, qbias, xk, v, dd, dv);
+    dkey_full_queries<kSplit>(p, t.base, r.f1_lo, r.f1_hi, k, qbias, xk, v, dd, dv);
+    dkey_full_queries<kSplit>(p, t.base, r.f2_lo, r.f2_hi, k, qbias, xk, v, dd, dv);
     for (int64_t j = r.e_lo; j < r.e_hi; ++j) {
       if (!is_real(p.mask, t.base + j)) continue;
       bool allow[kT];
@@ -541,7 +567,7 @@ __global__ void __launch_bounds__(kWarps * 32)
       for (int q = 0; q < kT; ++q) {
         allow[q] = q < t.nq && pair_allowed(p.dir, t.j0 + q, j, t.start, t.end);
       }
-      dkey_one_query(p, (t.base + j) * p.d + k, qbias, xk, v, dd, dv, allow);
+      dkey_one_query<kSplit>(p, (t.base + j) * p.d + k, qbias, xk, v, dd, dv, allow);
     }
   }
 #pragma unroll

@@ -17,9 +17,16 @@
 
 namespace blosa::cuda {
 
-// Rows per thread of the tiled kernels when BLOSA_CUDA_TILE is unset (see tile_from_env in
-// masked_block_attn_cuda.cu): the value of the first H200 measurement (bench/RESULTS.md).
-constexpr int kDefaultTile = 8;
+// How the tiled kernels (blocks longer than kSmallMax) run; masked_block_attn_cuda.cu reads it
+// from BLOSA_CUDA_TILE and BLOSA_CUDA_EXP2, for tuning.
+struct TiledOptions {
+  // Rows (queries, or keys in backward) per thread: 4, 8 or 16. 8 is what the first H200
+  // measurement ran (bench/RESULTS.md).
+  int tile = 8;
+  // float accumulation only: odd rows take exp2 from the FMA units (see poly_row in
+  // attn_kernels.cuh). Off until a GPU measurement says it pays.
+  bool split_exp2 = false;
+};
 
 inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
@@ -89,6 +96,18 @@ void with_direction(Direction dir, F&& f) {
   }
 }
 
+// Calls f(std::bool_constant<split>), split being false unless A is float.
+template <typename A, typename F>
+void with_split_exp2(bool split, F&& f) {
+  if constexpr (std::is_same_v<A, float>) {
+    if (split) {
+      f(std::true_type{});
+      return;
+    }
+  }
+  f(std::false_type{});
+}
+
 // Calls f(std::integral_constant<int, kT>) for the tile size kT in {4, 8, 16}.
 template <typename F>
 void with_tile(int tile, F&& f) {
@@ -100,10 +119,10 @@ void with_tile(int tile, F&& f) {
 }
 
 // Runs the forward: launch(kernel, geometry, kernel arguments...) once. Blocks of up to
-// kSmallMax tokens use the register-resident kernels, longer ones the tiled kernels with `tile`
-// rows per thread; scales up to FixedPivotLimit use the constant pivot.
+// kSmallMax tokens use the register-resident kernels, longer ones the tiled kernels as `opt`
+// says; scales up to FixedPivotLimit use the constant pivot.
 template <typename T, typename A, typename Launch>
-void dispatch_forward(const Args<T, A>& a, double scale, int tile, Launch&& launch) {
+void dispatch_forward(const Args<T, A>& a, double scale, TiledOptions opt, Launch&& launch) {
   const bool fixed = use_fixed_pivot<A>(scale);
   if (a.r <= kSmallMax) {
     const Geometry g = small_geometry(a);
@@ -116,21 +135,24 @@ void dispatch_forward(const Args<T, A>& a, double scale, int tile, Launch&& laun
       }
     });
   } else {
-    const Geometry g = tiled_geometry(a, tile);
-    with_tile(tile, [&](auto tc) {
-      constexpr int kT = decltype(tc)::value;
-      if (fixed) {
-        launch(forward_tiled<T, A, true, kT>, g, a, g.tiles_per_block, g.total);
-      } else {
-        launch(forward_tiled<T, A, false, kT>, g, a, g.tiles_per_block, g.total);
-      }
+    const Geometry g = tiled_geometry(a, opt.tile);
+    with_tile(opt.tile, [&](auto tc) {
+      with_split_exp2<A>(opt.split_exp2, [&](auto sc) {
+        constexpr int kT = decltype(tc)::value;
+        constexpr bool kSplit = decltype(sc)::value;
+        if (fixed) {
+          launch(forward_tiled<T, A, true, kT, kSplit>, g, a, g.tiles_per_block, g.total);
+        } else {
+          launch(forward_tiled<T, A, false, kT, kSplit>, g, a, g.tiles_per_block, g.total);
+        }
+      });
     });
   }
 }
 
 // Runs the backward: one launch for small blocks, two (query tiles, key tiles) otherwise.
 template <typename T, typename A, typename Launch>
-void dispatch_backward(const Args<T, A>& a, int tile, Launch&& launch) {
+void dispatch_backward(const Args<T, A>& a, TiledOptions opt, Launch&& launch) {
   if (a.r <= kSmallMax) {
     const Geometry g = small_geometry(a);
     with_direction(a.dir, [&](auto dc) {
@@ -138,11 +160,14 @@ void dispatch_backward(const Args<T, A>& a, int tile, Launch&& launch) {
       launch(backward_small<T, A, D>, g, a);
     });
   } else {
-    const Geometry g = tiled_geometry(a, tile);
-    with_tile(tile, [&](auto tc) {
-      constexpr int kT = decltype(tc)::value;
-      launch(backward_query_tiled<T, A, kT>, g, a, g.tiles_per_block, g.total);
-      launch(backward_key_tiled<T, A, kT>, g, a, g.tiles_per_block, g.total);
+    const Geometry g = tiled_geometry(a, opt.tile);
+    with_tile(opt.tile, [&](auto tc) {
+      with_split_exp2<A>(opt.split_exp2, [&](auto sc) {
+        constexpr int kT = decltype(tc)::value;
+        constexpr bool kSplit = decltype(sc)::value;
+        launch(backward_query_tiled<T, A, kT, kSplit>, g, a, g.tiles_per_block, g.total);
+        launch(backward_key_tiled<T, A, kT, kSplit>, g, a, g.tiles_per_block, g.total);
+      });
     });
   }
 }

@@ -11,6 +11,7 @@
 #include <torch/library.h>
 
 #include <cstdlib>
+#include <optional>
 #include <string>
 #include <type_traits>
 
@@ -38,17 +39,32 @@ void check_cuda_inputs(const at::Tensor& dep) {
 // of ATen/cuda/CUDAContext.h, which needs the cuSPARSE/cuBLAS headers that a bare toolkit (the
 // CI's pip-installed one) lacks.
 
-// Queries (keys) per thread of the tiled kernels: BLOSA_CUDA_TILE=4|8|16 overrides the default,
-// for tuning. More rows per thread reuse each loaded key more often and keep more independent
-// special-function ops in flight; fewer leave more warps per SM (fewer registers). Read at
-// every call, so a benchmark can compare the three in one process (gpu_rates.py --cuda-tiles).
-int tile_from_env() {
-  const char* env = std::getenv("BLOSA_CUDA_TILE");
-  if (env == nullptr || *env == '\0') return cuda::kDefaultTile;
-  const std::string tile(env);
-  TORCH_CHECK_VALUE(tile == "4" || tile == "8" || tile == "16",
-                    "BLOSA_CUDA_TILE must be 4, 8 or 16, got '", tile, "'");
-  return std::stoi(tile);
+// Tuning switches of the tiled kernels, read at every call so that a benchmark can compare
+// them in one process (bench/gpu_rates.py --cuda-variants):
+//   BLOSA_CUDA_TILE=4|8|16   rows per thread. More rows reuse each loaded key more often and
+//                            keep more independent special-function ops in flight; fewer
+//                            leave more warps per SM (fewer registers).
+//   BLOSA_CUDA_EXP2=mufu|split   every exp2 on the special-function unit, or half of them on
+//                            the FMA units (float accumulation only).
+std::optional<std::string> env_value(const char* name) {
+  const char* value = std::getenv(name);
+  if (value == nullptr || *value == '\0') return std::nullopt;
+  return std::string(value);
+}
+
+cuda::TiledOptions tiled_options_from_env() {
+  cuda::TiledOptions opt;  // the defaults, where a variable is unset
+  if (const auto tile = env_value("BLOSA_CUDA_TILE")) {
+    TORCH_CHECK_VALUE(*tile == "4" || *tile == "8" || *tile == "16",
+                      "BLOSA_CUDA_TILE must be 4, 8 or 16, got '", *tile, "'");
+    opt.tile = std::stoi(*tile);
+  }
+  if (const auto exp2 = env_value("BLOSA_CUDA_EXP2")) {
+    TORCH_CHECK_VALUE(*exp2 == "mufu" || *exp2 == "split",
+                      "BLOSA_CUDA_EXP2 must be 'mufu' or 'split', got '", *exp2, "'");
+    opt.split_exp2 = *exp2 == "split";
+  }
+  return opt;
 }
 
 // Launches a kernel chosen by dispatch_forward / dispatch_backward on `stream`.
@@ -72,7 +88,7 @@ std::tuple<at::Tensor, at::Tensor> forward_cuda(const at::Tensor& dep_in, const 
   const std::string dir(direction);
   check_attn_args(dep_in, head_in, value_in, bias_in, mask_in, dir, scale);
   check_cuda_inputs(dep_in);
-  const int tile = tile_from_env();
+  const cuda::TiledOptions opt = tiled_options_from_env();
   const c10::cuda::CUDAGuard guard(dep_in.device());
   const at::Tensor dep = dep_in.contiguous(), head = head_in.contiguous(),
                    value = value_in.contiguous();
@@ -90,7 +106,7 @@ std::tuple<at::Tensor, at::Tensor> forward_cuda(const at::Tensor& dep_in, const 
             cuda::base_args<scalar_t, A>(dep, head, value, bias, mask, block_len, dir, scale);
         a.out = out.data_ptr<scalar_t>();
         a.lse = lse.data_ptr<A>();
-        cuda::dispatch_forward(a, scale, tile, GpuLaunch{stream});
+        cuda::dispatch_forward(a, scale, opt, GpuLaunch{stream});
       });
   return {out, lse};
 }
@@ -104,7 +120,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> backward_cuda(
   check_attn_args(dep_in, head_in, value_in, bias_in, mask_in, dir, scale);
   check_cuda_inputs(dep_in);
   check_saved_tensors(grad_out_in, out_in, lse_in, dep_in);
-  const int tile = tile_from_env();
+  const cuda::TiledOptions opt = tiled_options_from_env();
   const c10::cuda::CUDAGuard guard(dep_in.device());
   const at::Tensor grad_out = grad_out_in.contiguous(), dep = dep_in.contiguous(),
                    head = head_in.contiguous(), value = value_in.contiguous(),
@@ -127,7 +143,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> backward_cuda(
         a.d_dep = d_dep.data_ptr<scalar_t>();
         a.d_head = d_head.data_ptr<scalar_t>();
         a.d_value = d_value.data_ptr<scalar_t>();
-        cuda::dispatch_backward(a, tile, GpuLaunch{stream});
+        cuda::dispatch_backward(a, opt, GpuLaunch{stream});
       });
   return {d_dep, d_head, d_value};
 }

@@ -45,11 +45,19 @@ void dispatch_dtype(const at::Tensor& t, F&& f) {
   });
 }
 
+blosa::cuda::TiledOptions options(int64_t tile, bool split_exp2) {
+  blosa::cuda::TiledOptions opt;
+  opt.tile = static_cast<int>(tile);
+  opt.split_exp2 = split_exp2;
+  return opt;
+}
+
 std::tuple<at::Tensor, at::Tensor> fwd(const at::Tensor& dep_in, const at::Tensor& head_in,
                                        const at::Tensor& value_in,
                                        const std::optional<at::Tensor>& bias,
                                        const std::optional<at::Tensor>& mask, int64_t block_len,
-                                       c10::string_view direction, double scale, int64_t tile) {
+                                       c10::string_view direction, double scale, int64_t tile,
+                                       bool split_exp2) {
   const at::Tensor dep = dep_in.contiguous(), head = head_in.contiguous(),
                    value = value_in.contiguous();
   const auto bias_c = blosa::contiguous(bias), mask_c = blosa::contiguous(mask);
@@ -64,7 +72,7 @@ std::tuple<at::Tensor, at::Tensor> fwd(const at::Tensor& dep_in, const at::Tenso
                                                 std::string(direction), scale);
     a.out = out.data_ptr<T>();
     a.lse = lse.data_ptr<A>();
-    blosa::cuda::dispatch_forward(a, scale, static_cast<int>(tile), EmulatedLaunch{});
+    blosa::cuda::dispatch_forward(a, scale, options(tile, split_exp2), EmulatedLaunch{});
   });
   return {out, lse};
 }
@@ -73,7 +81,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> bwd(
     const at::Tensor& grad_out_in, const at::Tensor& dep_in, const at::Tensor& head_in,
     const at::Tensor& value_in, const std::optional<at::Tensor>& bias,
     const std::optional<at::Tensor>& mask, const at::Tensor& out_in, const at::Tensor& lse_in,
-    int64_t block_len, c10::string_view direction, double scale, int64_t tile) {
+    int64_t block_len, c10::string_view direction, double scale, int64_t tile, bool split_exp2) {
   const at::Tensor grad_out = grad_out_in.contiguous(), dep = dep_in.contiguous(),
                    head = head_in.contiguous(), value = value_in.contiguous(),
                    out = out_in.contiguous(), lse = lse_in.contiguous();
@@ -92,7 +100,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> bwd(
     a.d_dep = d_dep.data_ptr<T>();
     a.d_head = d_head.data_ptr<T>();
     a.d_value = d_value.data_ptr<T>();
-    blosa::cuda::dispatch_backward(a, static_cast<int>(tile), EmulatedLaunch{});
+    blosa::cuda::dispatch_backward(a, options(tile, split_exp2), EmulatedLaunch{});
   });
   return {d_dep, d_head, d_value};
 }
@@ -102,10 +110,11 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> bwd(
 TORCH_LIBRARY(blosa_emulated, m) {
   m.def(
       "fwd(Tensor dep, Tensor head, Tensor value, Tensor? bias, Tensor? mask, int block_len, "
-      "str direction, float scale, int tile) -> (Tensor, Tensor)");
+      "str direction, float scale, int tile, bool split_exp2) -> (Tensor, Tensor)");
   m.def(
       "bwd(Tensor grad_out, Tensor dep, Tensor head, Tensor value, Tensor? bias, Tensor? mask, "
-      "Tensor out, Tensor lse, int block_len, str direction, float scale, int tile) "
+      "Tensor out, Tensor lse, int block_len, str direction, float scale, int tile, "
+      "bool split_exp2) "
       "-> (Tensor, Tensor, Tensor)");
 }
 
