@@ -56,7 +56,8 @@ def extension():
     cxx = ["-O3", "-std=c++20", "-fopenmp", "-fdiagnostics-color=always"]
     if want_cuda():
         cu_sources = sorted(glob.glob("csrc/cuda/*.cu"))
-        nvcc = ["-O3", "-std=c++20", "--use_fast_math", "-lineinfo", "--expt-relaxed-constexpr"]
+        nvcc = ["-O3", "-std=c++20", "--use_fast_math", "-lineinfo", "--expt-relaxed-constexpr",
+                "--split-compile=0"]  # device code optimized on every core
         return cpp_extension.CUDAExtension(
             "blosa._C", cpp_sources + cu_sources,
             extra_compile_args={"cxx": cxx + ["-DBLOSA_WITH_CUDA"], "nvcc": nvcc},

@@ -136,18 +136,19 @@ def variant_env(variant: str) -> dict[str, str]:
 
 def jobs(backends, cuda_variants):
     """(label, backend, variant environment, dtype name, config, mode) of every measurement:
-    each backend on every config, then each CUDA kernel variant in float32 on the one-block
-    config (the variants change only the tiled kernels, which blocks longer than 8 use)."""
+    each backend on every config; after the CUDA backend's own, each CUDA kernel variant in
+    float32 on the one-block config (the variants change only the tiled kernels, which blocks
+    longer than 8 use), so that a slow first Triton compile cannot crowd them out."""
+    one_block = next(c for c in CONFIGS if c[0] == "one block")
     for backend in backends:
         for dname in DTYPES:
             for config in CONFIGS:
                 for mode in config[5]:
                     yield backend, backend, {}, dname, config, mode
-    if "cuda" in backends:
-        one_block = next(c for c in CONFIGS if c[0] == "one block")
-        for variant in cuda_variants:
-            for mode in one_block[5]:
-                yield f"cuda {variant}", "cuda", variant_env(variant), "float32", one_block, mode
+        if backend == "cuda":
+            for variant in cuda_variants:
+                for mode in one_block[5]:
+                    yield f"cuda {variant}", "cuda", variant_env(variant), "float32", one_block, mode
 
 
 def main(argv=None):

@@ -39,6 +39,8 @@ def test_variant_sweep_runs_cuda_float32_one_block_only():
         {"BLOSA_CUDA_TILE": "16", "BLOSA_CUDA_EXP2": "split"}] * 2
     assert all(j[1] == "cuda" and j[3] == "float32" and j[4][0] == "one block" for j in swept)
     assert len(jobs) == 2 * 2 * 5 + len(swept)  # every backend: 2 dtypes x 5 (config, mode)
+    first_triton = next(i for i, j in enumerate(jobs) if j[1] == "triton")
+    assert all(jobs.index(j) < first_triton for j in swept)  # before Triton's slow compiles
 
 
 def test_unknown_variant_is_named():
