@@ -171,12 +171,15 @@ BLOSA_HD float bits_float(int32_t b) {
 
 // 2^x for x <= 0 (up to rounding) without the special-function unit: FMA and integer
 // instructions only, so kernels can move part of their exponentials off the unit that also
-// computes every tanh (flash-attention 4 shares its exponentials the same way). x is clamped to -126 (2^-126, the
-// smallest normal float, is 0 next to any weight that matters here), rounded to an integer n
-// by adding 1.5 * 2^23 (round to nearest, so n sits in the low mantissa bits), and 2^(x - n),
-// x - n in [-1/2, 1/2], comes from its degree-6 Taylor polynomial (relative error < 2e-7, like
-// ex2.approx's 2 ulp); n is added to the exponent field. The rounding adds use __fadd_rn on
-// the device so that no compiler contraction can merge them.
+// computes every tanh (flash-attention 4 shares its exponentials the same way).
+//   - x is clamped to -126: 2^-126, the smallest normal float, is 0 next to any weight that
+//     matters here;
+//   - adding 1.5 * 2^23 rounds x to the nearest integer n, which then sits in the low mantissa
+//     bits (the adds use __fadd_rn on the device, so no contraction can merge them);
+//   - 2^(x - n), x - n in [-1/2, 1/2], comes from its degree-6 Taylor polynomial, and n is
+//     added to the exponent field.
+// Relative error at most 2.4e-7 over [-126, 0] (every 6.5e-6 step, against double), about
+// ex2.approx's 2 ulp.
 BLOSA_HD float exp2_poly(float x) {
   constexpr float kRound = 12582912.0f;  // 1.5 * 2^23
   x = x > -126.0f ? x : -126.0f;
