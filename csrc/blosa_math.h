@@ -13,9 +13,9 @@
 // the saved o (rounded to float16/bfloat16) by the recomputed p.
 #pragma once
 
-#include <bit>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <type_traits>
 
 #if defined(__CUDACC__)
@@ -158,14 +158,18 @@ BLOSA_HD int32_t float_bits(float x) {
 #if defined(__CUDA_ARCH__)
   return __float_as_int(x);
 #else
-  return std::bit_cast<int32_t>(x);
+  int32_t b;  // memcpy rather than std::bit_cast, which older host compilers lack
+  std::memcpy(&b, &x, sizeof b);
+  return b;
 #endif
 }
 BLOSA_HD float bits_float(int32_t b) {
 #if defined(__CUDA_ARCH__)
   return __int_as_float(b);
 #else
-  return std::bit_cast<float>(b);
+  float x;
+  std::memcpy(&x, &b, sizeof x);
+  return x;
 #endif
 }
 
