@@ -4,7 +4,8 @@ tests/cuda_emulation/ builds csrc/cuda/attn_kernels.cuh and dispatch.h for the C
 kernel choice, template arguments, launch geometry, indexing, tiling and masking as on a GPU,
 with exact tanh/exp2 instead of tanh.approx/ex2.approx (host_shim.h says why running threads
 one after another is exact for these kernels). So every CI run checks the CUDA kernels' logic,
-for every tile size, without a GPU; tests/test_cuda.py checks the real thing on a GPU.
+for every tile size, and the split exponentials' polynomial exactly as the GPU computes it,
+without a GPU; tests/test_cuda.py checks the real thing on a GPU.
 Outputs start as NaN, so an element that no thread writes fails.
 """
 from __future__ import annotations
