@@ -54,13 +54,14 @@ timeout ${TRITON_TESTS_TIMEOUT:-170} $PY -m pytest tests/triton -q -rs --maxfail
 triton_status=$?
 tail -25 "$LOG/tests_triton.log"
 
-# Which unit holds each CUDA kernel back: Nsight Compute's summary sections, where ncu can read
-# the counters (not on every machine; a failure here does not fail the check).
+# Which unit holds each CUDA kernel back: Nsight Compute's summary sections (the five kernels,
+# then the split-exponential forward), where ncu can read the counters (not on every machine;
+# a failure here does not fail the check).
 NCU=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | tail -1)
 if [ -n "$NCU" ]; then
   step "ncu ($NCU)"
   timeout ${NCU_TIMEOUT:-60} "$NCU" --clock-control none --kernel-name regex:'_small|_tiled' \
-    --launch-count 5 --section SpeedOfLight --section ComputeWorkloadAnalysis \
+    --launch-count 6 --section SpeedOfLight --section ComputeWorkloadAnalysis \
     --section WarpStateStats --section Occupancy $PY bench/ncu_kernels.py > "$LOG/ncu.txt" 2>&1
   echo "ncu exit $? (report in ncu.txt)"
   grep -E "forward_|backward_|Duration|Throughput|Achieved Occupancy|Issue Slots Busy|Registers Per" \

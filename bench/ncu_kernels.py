@@ -1,12 +1,12 @@
 """The five CUDA C++ kernels of the benchmark sizes, each launched once, for Nsight Compute.
 
-    ncu --clock-control none --kernel-name regex:'_small|_tiled' --launch-count 5 \
+    ncu --clock-control none --kernel-name regex:'_small|_tiled' --launch-count 6 \
         python bench/ncu_kernels.py
 
 B=64, n=384, d=300, float32, direction "forward": blocks of 8 (forward_small, backward_small)
-and one block (forward_tiled, backward_query_tiled, backward_key_tiled). bench/gpu_check.sh
-runs it under ncu when ncu is there, to tell which unit (special functions, memory, issue)
-holds each kernel back.
+and one block (forward_tiled, backward_query_tiled, backward_key_tiled), then forward_tiled
+again with BLOSA_CUDA_EXP2=split. bench/gpu_check.sh runs it under ncu when ncu is there, to
+tell which unit (special functions, memory, issue) holds each kernel back.
 """
 import os
 import sys
@@ -29,6 +29,10 @@ def main() -> int:
         settings = (block_len, "forward", 5.0)
         out, lse = torch.ops.blosa.masked_block_attn_fwd(dep, head, value, bias, None, *settings)
         torch.ops.blosa.masked_block_attn_bwd(grad_out, dep, head, value, bias, None, out, lse, *settings)
+    # The sixth launch: the one-block forward with split exponentials (BLOSA_CUDA_EXP2, read
+    # at every call), to compare its pipe use with the default's.
+    os.environ["BLOSA_CUDA_EXP2"] = "split"
+    torch.ops.blosa.masked_block_attn_fwd(dep, head, value, bias, None, 0, "forward", 5.0)
     torch.cuda.synchronize()
     return 0
 
