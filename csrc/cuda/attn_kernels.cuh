@@ -326,13 +326,12 @@ __device__ __forceinline__ Ranges ranges_of(Direction dir, const Tile& t) {
   return g;
 }
 
-// Forward over keys [lo, hi) that every query of the tile may attend; returns the number of
-// real keys seen. Loads are unconditional (the rows exist) so they can be issued early.
-template <bool kSplit, typename T, typename A, bool kFixed, int kT>
-__device__ __forceinline__ int forward_full_keys(const Args<T, A>& p, int64_t base, int64_t lo,
-                                                 int64_t hi, int64_t k, const A (&xq)[kT],
-                                                 Softmax<A, kFixed> (&sm)[kT]) {
-  int keys = 0;
+// Streams the keys [lo, hi) of one sequence (rows base + i) for feature k: calls
+// f(i, xk, v) with xk = dep / c and v = value for each real key. Loads are unconditional (the
+// rows exist) so they can be issued early.
+template <typename T, typename A, typename F>
+__device__ __forceinline__ void for_each_real_key(const Args<T, A>& p, int64_t base, int64_t lo,
+                                                  int64_t hi, int64_t k, F&& f) {
   const T* dep = p.dep + (base + lo) * p.d + k;
   const T* value = p.value + (base + lo) * p.d + k;
   const bool* mask = p.mask ? p.mask + base + lo : nullptr;
@@ -344,13 +343,8 @@ __device__ __forceinline__ int forward_full_keys(const Args<T, A>& p, int64_t ba
     dep += p.d;
     value += p.d;
     if (mask) ++mask;
-    if (real) {
-      ++keys;
-#pragma unroll
-      for (int q = 0; q < kT; ++q) add_to_row<kSplit>(sm[q], q, tanh_fast(xk + xq[q]), v, p.a);
-    }
+    if (real) f(i, xk, v);
   }
-  return keys;
 }
 
 template <typename T, typename A, bool kFixed, int kT, bool kSplit>
@@ -381,9 +375,15 @@ __global__ void __launch_bounds__(kWarps * 32)
   }
   if (any_real) {
     const Ranges g = ranges_of(p.dir, t);
-    int full = forward_full_keys<kSplit>(p, t.base, g.f1_lo, g.f1_hi, k, xq, sm);
-    full += forward_full_keys<kSplit>(p, t.base, g.f2_lo, g.f2_hi, k, xq, sm);
-    for (int64_t i = g.e_lo; i < g.e_hi; ++i) {
+    int full = 0;  // real keys that every row of the tile attends
+    const auto every_row = [&](int64_t, A xk, A v) {
+      ++full;
+#pragma unroll
+      for (int q = 0; q < kT; ++q) add_to_row<kSplit>(sm[q], q, tanh_fast(xk + xq[q]), v, p.a);
+    };
+    for_each_real_key(p, t.base, g.f1_lo, g.f1_hi, k, every_row);
+    for_each_real_key(p, t.base, g.f2_lo, g.f2_hi, k, every_row);
+    for (int64_t i = g.e_lo; i < g.e_hi; ++i) {  // per pair (not streamed: <= kT keys)
       if (!is_real(p.mask, t.base + i)) continue;
       const int64_t off = (t.base + i) * p.d + k;
       const A xk = static_cast<A>(p.dep[off]) * p.inv_c;
@@ -413,33 +413,6 @@ __global__ void __launch_bounds__(kWarps * 32)
 // d_head: per query tile, the head_grad sums (ha, hs, hr) over its keys. Rows of the tile that
 // are padding or past the block have o = l2 = 0 and are never written back, so their (finite or
 // not) sums do not matter; a real row with an allowed real key has a finite lse.
-template <bool kSplit, typename T, typename A, int kT>
-__device__ __forceinline__ void dhead_full_keys(const Args<T, A>& p, int64_t base, int64_t lo,
-                                                int64_t hi, int64_t k, const A (&xq)[kT],
-                                                const A (&o)[kT], const A (&l2)[kT],
-                                                A (&ha)[kT], A (&hs)[kT], A (&hr)[kT]) {
-  const T* dep = p.dep + (base + lo) * p.d + k;
-  const T* value = p.value + (base + lo) * p.d + k;
-  const bool* mask = p.mask ? p.mask + base + lo : nullptr;
-#pragma unroll 2
-  for (int64_t i = lo; i < hi; ++i) {
-    const A xk = static_cast<A>(*dep) * p.inv_c;
-    const A v = static_cast<A>(*value);
-    const bool real = mask == nullptr || *mask;
-    dep += p.d;
-    value += p.d;
-    if (mask) ++mask;
-    if (real) {
-#pragma unroll
-      for (int q = 0; q < kT; ++q) {
-        const A th = tanh_fast(xk + xq[q]);
-        head_grad_accumulate(row_shifted_exp2<kSplit>(q, th, p.a, l2[q]), v, o[q], th, ha[q], hs[q],
-                             hr[q]);
-      }
-    }
-  }
-}
-
 template <typename T, typename A, int kT, bool kSplit>
 __global__ void __launch_bounds__(kWarps * 32)
     backward_query_tiled(const Args<T, A> p, int64_t tiles_per_block, int64_t total) {
@@ -470,20 +443,25 @@ __global__ void __launch_bounds__(kWarps * 32)
   }
   if (any_real) {
     const Ranges r = ranges_of(p.dir, t);
-    dhead_full_keys<kSplit>(p, t.base, r.f1_lo, r.f1_hi, k, xq, o, l2, ha, hs, hr);
-    dhead_full_keys<kSplit>(p, t.base, r.f2_lo, r.f2_hi, k, xq, o, l2, ha, hs, hr);
-    for (int64_t i = r.e_lo; i < r.e_hi; ++i) {
+    const auto add_key = [&](int q, A xk, A v) {
+      const A th = tanh_fast(xk + xq[q]);
+      head_grad_accumulate(row_shifted_exp2<kSplit>(q, th, p.a, l2[q]), v, o[q], th, ha[q], hs[q],
+                           hr[q]);
+    };
+    const auto every_row = [&](int64_t, A xk, A v) {
+#pragma unroll
+      for (int q = 0; q < kT; ++q) add_key(q, xk, v);
+    };
+    for_each_real_key(p, t.base, r.f1_lo, r.f1_hi, k, every_row);
+    for_each_real_key(p, t.base, r.f2_lo, r.f2_hi, k, every_row);
+    for (int64_t i = r.e_lo; i < r.e_hi; ++i) {  // per pair (not streamed: <= kT keys)
       if (!is_real(p.mask, t.base + i)) continue;
       const int64_t off = (t.base + i) * p.d + k;
       const A xk = static_cast<A>(p.dep[off]) * p.inv_c;
       const A v = static_cast<A>(p.value[off]);
 #pragma unroll
       for (int q = 0; q < kT; ++q) {
-        if (real[q] && pair_allowed(p.dir, i, t.j0 + q, t.start, t.end)) {
-          const A th = tanh_fast(xk + xq[q]);
-          head_grad_accumulate(row_shifted_exp2<kSplit>(q, th, p.a, l2[q]), v, o[q], th, ha[q],
-                               hs[q], hr[q]);
-        }
+        if (real[q] && pair_allowed(p.dir, i, t.j0 + q, t.start, t.end)) add_key(q, xk, v);
       }
     }
   }

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <ATen/ATen.h>
+#include <ATen/Dispatch.h>
 
 #include <cstdint>
 #include <limits>
@@ -170,6 +171,47 @@ void dispatch_backward(const Args<T, A>& a, TiledOptions opt, Launch&& launch) {
       });
     });
   }
+}
+
+// The forward on contiguous tensors, into out and lse allocated by the caller ([B, n, d], lse in
+// lse_dtype): inputs of type T accumulate in float (double for double), then dispatch_forward.
+template <typename Launch>
+void run_forward(const at::Tensor& dep, const at::Tensor& head, const at::Tensor& value,
+                 const std::optional<at::Tensor>& bias, const std::optional<at::Tensor>& mask,
+                 int64_t block_len, const std::string& direction, double scale, TiledOptions opt,
+                 at::Tensor& out, at::Tensor& lse, Launch&& launch) {
+  const auto dtype = dep.scalar_type();
+  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, dtype, "masked_block_attn_fwd", [&] {
+    using A = std::conditional_t<std::is_same_v<scalar_t, double>, double, float>;
+    Args<scalar_t, A> a =
+        base_args<scalar_t, A>(dep, head, value, bias, mask, block_len, direction, scale);
+    a.out = out.data_ptr<scalar_t>();
+    a.lse = lse.data_ptr<A>();
+    dispatch_forward(a, scale, opt, launch);
+  });
+}
+
+// The backward on contiguous tensors, into d_dep, d_head and d_value allocated by the caller.
+template <typename Launch>
+void run_backward(const at::Tensor& grad_out, const at::Tensor& dep, const at::Tensor& head,
+                  const at::Tensor& value, const std::optional<at::Tensor>& bias,
+                  const std::optional<at::Tensor>& mask, const at::Tensor& out,
+                  const at::Tensor& lse, int64_t block_len, const std::string& direction,
+                  double scale, TiledOptions opt, at::Tensor& d_dep, at::Tensor& d_head,
+                  at::Tensor& d_value, Launch&& launch) {
+  const auto dtype = dep.scalar_type();
+  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, dtype, "masked_block_attn_bwd", [&] {
+    using A = std::conditional_t<std::is_same_v<scalar_t, double>, double, float>;
+    Args<scalar_t, A> a =
+        base_args<scalar_t, A>(dep, head, value, bias, mask, block_len, direction, scale);
+    a.grad_out = grad_out.data_ptr<scalar_t>();
+    a.out_in = out.data_ptr<scalar_t>();
+    a.lse_in = lse.data_ptr<A>();
+    a.d_dep = d_dep.data_ptr<scalar_t>();
+    a.d_head = d_head.data_ptr<scalar_t>();
+    a.d_value = d_value.data_ptr<scalar_t>();
+    dispatch_backward(a, opt, launch);
+  });
 }
 
 }  // namespace blosa::cuda

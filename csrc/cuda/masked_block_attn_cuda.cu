@@ -1,10 +1,10 @@
 // CUDA entry points of masked_block_attn_fwd / _bwd: check, make contiguous, allocate, launch
-// the kernels of attn_kernels.cuh (chosen in dispatch.h) on the current stream. Same meaning and edge cases as the CPU
-// kernels (csrc/cpu/): a query with no allowed key gets out = 0 and lse = +inf, decided from the
-// mask and the block structure, never from values. Inputs float32, float16, bfloat16 (float
-// accumulation) or float64; outputs in the input dtype, lse float32 (float64 for float64).
+// the kernels of attn_kernels.cuh (chosen in dispatch.h) on the current stream. Same meaning
+// and edge cases as the CPU kernels (csrc/cpu/): a query with no allowed key gets out = 0 and
+// lse = +inf, decided from the mask and the block structure, never from values. Inputs
+// float32, float16, bfloat16 (float accumulation) or float64; outputs in the input dtype, lse
+// float32 (float64 for float64).
 #include <ATen/ATen.h>
-#include <ATen/Dispatch.h>
 #include <c10/cuda/CUDAException.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
@@ -13,15 +13,12 @@
 #include <cstdlib>
 #include <optional>
 #include <string>
-#include <type_traits>
 
 #include "../op_checks.h"
 #include "dispatch.h"
 
 namespace blosa {
 namespace {
-
-using cuda::Args;
 
 void check_cuda_inputs(const at::Tensor& dep) {
   TORCH_CHECK_VALUE(dep.is_cuda(), "the CUDA kernels of masked_block_attn need CUDA tensors, got ",
@@ -98,16 +95,8 @@ std::tuple<at::Tensor, at::Tensor> forward_cuda(const at::Tensor& dep_in, const 
   at::Tensor out = at::empty(dep.sizes(), dep.options());
   at::Tensor lse = at::empty(dep.sizes(), dep.options().dtype(lse_dtype(dep.scalar_type())));
   if (dep.numel() == 0) return {out, lse};
-  const cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
-  AT_DISPATCH_FLOATING_TYPES_AND2(
-      at::kHalf, at::kBFloat16, dep.scalar_type(), "masked_block_attn_fwd_cuda", [&] {
-        using A = std::conditional_t<std::is_same_v<scalar_t, double>, double, float>;
-        Args<scalar_t, A> a =
-            cuda::base_args<scalar_t, A>(dep, head, value, bias, mask, block_len, dir, scale);
-        a.out = out.data_ptr<scalar_t>();
-        a.lse = lse.data_ptr<A>();
-        cuda::dispatch_forward(a, scale, opt, GpuLaunch{stream});
-      });
+  cuda::run_forward(dep, head, value, bias, mask, block_len, dir, scale, opt, out, lse,
+                    GpuLaunch{c10::cuda::getCurrentCUDAStream()});
   return {out, lse};
 }
 
@@ -131,20 +120,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> backward_cuda(
              d_head = at::empty(dep.sizes(), dep.options()),
              d_value = at::empty(dep.sizes(), dep.options());
   if (dep.numel() == 0) return {d_dep, d_head, d_value};
-  const cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
-  AT_DISPATCH_FLOATING_TYPES_AND2(
-      at::kHalf, at::kBFloat16, dep.scalar_type(), "masked_block_attn_bwd_cuda", [&] {
-        using A = std::conditional_t<std::is_same_v<scalar_t, double>, double, float>;
-        Args<scalar_t, A> a =
-            cuda::base_args<scalar_t, A>(dep, head, value, bias, mask, block_len, dir, scale);
-        a.grad_out = grad_out.data_ptr<scalar_t>();
-        a.out_in = out.data_ptr<scalar_t>();
-        a.lse_in = lse.data_ptr<A>();
-        a.d_dep = d_dep.data_ptr<scalar_t>();
-        a.d_head = d_head.data_ptr<scalar_t>();
-        a.d_value = d_value.data_ptr<scalar_t>();
-        cuda::dispatch_backward(a, opt, GpuLaunch{stream});
-      });
+  cuda::run_backward(grad_out, dep, head, value, bias, mask, out, lse, block_len, dir, scale, opt,
+                     d_dep, d_head, d_value, GpuLaunch{c10::cuda::getCurrentCUDAStream()});
   return {d_dep, d_head, d_value};
 }
 

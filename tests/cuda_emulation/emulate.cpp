@@ -7,13 +7,10 @@
 #include <ATen/Parallel.h>
 #include <torch/library.h>
 
-#include <type_traits>
-
 #include "../../csrc/cuda/dispatch.h"
 
 namespace {
 
-using blosa::cuda::Args;
 using blosa::cuda::Geometry;
 
 // Runs every thread of the grid; thread blocks in parallel (their writes are disjoint).
@@ -36,22 +33,6 @@ struct EmulatedLaunch {
   }
 };
 
-// Calls f(T{}, A{}) for the input type T of t and its accumulation type A.
-template <typename F>
-void dispatch_dtype(const at::Tensor& t, F&& f) {
-  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, t.scalar_type(), "emulated", [&] {
-    using A = std::conditional_t<std::is_same_v<scalar_t, double>, double, float>;
-    f(scalar_t{}, A{});
-  });
-}
-
-blosa::cuda::TiledOptions options(int64_t tile, bool split_exp2) {
-  blosa::cuda::TiledOptions opt;
-  opt.tile = static_cast<int>(tile);
-  opt.split_exp2 = split_exp2;
-  return opt;
-}
-
 std::tuple<at::Tensor, at::Tensor> fwd(const at::Tensor& dep_in, const at::Tensor& head_in,
                                        const at::Tensor& value_in,
                                        const std::optional<at::Tensor>& bias,
@@ -63,17 +44,12 @@ std::tuple<at::Tensor, at::Tensor> fwd(const at::Tensor& dep_in, const at::Tenso
   const auto bias_c = blosa::contiguous(bias), mask_c = blosa::contiguous(mask);
   // NaN-filled, so an element no thread writes fails the comparison with the reference.
   at::Tensor out = at::full_like(dep, NAN);
-  at::Tensor lse = at::full(dep.sizes(), NAN, dep.options().dtype(blosa::lse_dtype(dep.scalar_type())));
+  at::Tensor lse =
+      at::full(dep.sizes(), NAN, dep.options().dtype(blosa::lse_dtype(dep.scalar_type())));
   if (dep.numel() == 0) return {out, lse};
-  dispatch_dtype(dep, [&](auto t, auto acc) {
-    using T = decltype(t);
-    using A = decltype(acc);
-    Args<T, A> a = blosa::cuda::base_args<T, A>(dep, head, value, bias_c, mask_c, block_len,
-                                                std::string(direction), scale);
-    a.out = out.data_ptr<T>();
-    a.lse = lse.data_ptr<A>();
-    blosa::cuda::dispatch_forward(a, scale, options(tile, split_exp2), EmulatedLaunch{});
-  });
+  const blosa::cuda::TiledOptions opt{static_cast<int>(tile), split_exp2};
+  blosa::cuda::run_forward(dep, head, value, bias_c, mask_c, block_len, std::string(direction),
+                           scale, opt, out, lse, EmulatedLaunch{});
   return {out, lse};
 }
 
@@ -89,25 +65,30 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> bwd(
   at::Tensor d_dep = at::full_like(dep, NAN), d_head = at::full_like(dep, NAN),
              d_value = at::full_like(dep, NAN);
   if (dep.numel() == 0) return {d_dep, d_head, d_value};
-  dispatch_dtype(dep, [&](auto t, auto acc) {
-    using T = decltype(t);
-    using A = decltype(acc);
-    Args<T, A> a = blosa::cuda::base_args<T, A>(dep, head, value, bias_c, mask_c, block_len,
-                                                std::string(direction), scale);
-    a.grad_out = grad_out.data_ptr<T>();
-    a.out_in = out.data_ptr<T>();
-    a.lse_in = lse.data_ptr<A>();
-    a.d_dep = d_dep.data_ptr<T>();
-    a.d_head = d_head.data_ptr<T>();
-    a.d_value = d_value.data_ptr<T>();
-    blosa::cuda::dispatch_backward(a, options(tile, split_exp2), EmulatedLaunch{});
-  });
+  const blosa::cuda::TiledOptions opt{static_cast<int>(tile), split_exp2};
+  blosa::cuda::run_backward(grad_out, dep, head, value, bias_c, mask_c, out, lse, block_len,
+                            std::string(direction), scale, opt, d_dep, d_head, d_value,
+                            EmulatedLaunch{});
   return {d_dep, d_head, d_value};
+}
+
+// blosa::exp2_poly of blosa_math.h elementwise (float32 in and out), the split exponentials'
+// polynomial, as the host computes it.
+at::Tensor exp2_poly(const at::Tensor& x_in) {
+  TORCH_CHECK_TYPE(x_in.scalar_type() == at::kFloat, "exp2_poly takes float32, got ",
+                   x_in.scalar_type());
+  const at::Tensor x = x_in.contiguous();
+  at::Tensor y = at::empty_like(x);
+  const float* in = x.data_ptr<float>();
+  float* out = y.data_ptr<float>();
+  for (int64_t i = 0; i < x.numel(); ++i) out[i] = blosa::exp2_poly(in[i]);
+  return y;
 }
 
 }  // namespace
 
 TORCH_LIBRARY(blosa_emulated, m) {
+  m.def("exp2_poly(Tensor x) -> Tensor");
   m.def(
       "fwd(Tensor dep, Tensor head, Tensor value, Tensor? bias, Tensor? mask, int block_len, "
       "str direction, float scale, int tile, bool split_exp2) -> (Tensor, Tensor)");
@@ -119,6 +100,7 @@ TORCH_LIBRARY(blosa_emulated, m) {
 }
 
 TORCH_LIBRARY_IMPL(blosa_emulated, CPU, m) {
+  m.impl("exp2_poly", &exp2_poly);
   m.impl("fwd", &fwd);
   m.impl("bwd", &bwd);
 }
