@@ -82,6 +82,20 @@ def queries_of(i, n, r, DIR: tl.constexpr):
 
 
 @triton.jit
+def softmax_result(b_sum, b_acc, b_m, has, c, FIXED_PIVOT: tl.constexpr):
+    """(out, lse) of the online softmax state: out = acc / sum and the natural-log lse, whose
+    pivot is c (FIXED_PIVOT) or the running max b_m (log2 units); where `has` is False (no
+    key) out is 0 and lse +inf, and nothing divides by or takes the log of a zero sum."""
+    safe_sum = tl.where(has, b_sum, 1.0)
+    b_out = tl.where(has, b_acc / safe_sum, 0.0)
+    if FIXED_PIVOT:
+        b_lse = c + tl.log2(safe_sum) * LN2
+    else:
+        b_lse = (b_m + tl.log2(safe_sum)) * LN2
+    return b_out, tl.where(has, b_lse, float("inf"))
+
+
+@triton.jit
 def f32(x):
     """A float scalar argument as float32. torch.compile may pass Python floats to the kernels
     as float64, which would turn the float32 softmax accumulators into float64 in the loop."""

@@ -22,7 +22,7 @@ c, 1/c and c·log2(e); DIR 0 forward / 1 backward / 2 diag / 3 all; FAST_TANH: t
 import triton
 import triton.language as tl
 
-from blosa_kernels._math import f32, LN2, dir_allows, keys_of, tanh_f32
+from blosa_kernels._math import dir_allows, f32, keys_of, softmax_result, tanh_f32
 
 
 @triton.jit
@@ -92,14 +92,7 @@ def fwd_blocks_kernel(
             b_acc = b_acc * alpha + p * b_val[:, None, :]
             b_m = m_new
 
-    has = b_sum > 0.0
-    safe_sum = tl.where(has, b_sum, 1.0)
-    b_out = tl.where(has, b_acc / safe_sum, 0.0)
-    if FIXED_PIVOT:
-        b_lse = c + tl.log2(safe_sum) * LN2
-    else:
-        b_lse = (b_m + tl.log2(safe_sum)) * LN2
-    b_lse = tl.where(has, b_lse, float("inf"))
+    b_out, b_lse = softmax_result(b_sum, b_acc, b_m, b_sum > 0.0, c, FIXED_PIVOT)
     tl.store(out + p_j, b_out.to(out.dtype.element_ty), mask=m_jk)
     tl.store(lse + p_j, b_lse, mask=m_jk)
 
@@ -176,12 +169,6 @@ def fwd_rows_kernel(
     # Reloaded rather than kept live through the loop (registers).
     real_j = m_j & (tl.load(mask + b * n + o_j, mask=m_j, other=0) != 0)
     has = (b_sum > 0.0) & real_j[:, None]
-    safe_sum = tl.where(has, b_sum, 1.0)
-    b_out = tl.where(has, b_acc / safe_sum, 0.0)
-    if FIXED_PIVOT:
-        b_lse = c + tl.log2(safe_sum) * LN2
-    else:
-        b_lse = (b_m + tl.log2(safe_sum)) * LN2
-    b_lse = tl.where(has, b_lse, float("inf"))
+    b_out, b_lse = softmax_result(b_sum, b_acc, b_m, has, c, FIXED_PIVOT)
     tl.store(out + p_j, b_out.to(out.dtype.element_ty), mask=m_jk)
     tl.store(lse + p_j, b_lse, mask=m_jk)
