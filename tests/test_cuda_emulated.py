@@ -152,6 +152,19 @@ def test_odd_sizes(emulated, direction, n, d):
         check(emulated, torch.float64, direction, n, block_len, "holes", tile, B=2, d=d)
 
 
+def test_exp2_poly_error_is_that_of_ex2_approx(emulated):
+    # The split exponentials' polynomial over its whole range, every 2^-16 (2 M points), against
+    # float64: it bounds the error csrc/blosa_math.h and bench/RESULTS.md state.
+    x = torch.arange(-126 * 2**16, 1, dtype=torch.float64) / 2**16
+    got = emulated.exp2_poly(x.float()).double()
+    rel = ((got - torch.exp2(x.float().double())) / torch.exp2(x.float().double())).abs().max()
+    assert rel < 2.5e-7, f"largest relative error {rel:.3g}"
+    # Below -126 it is clamped to 2^-126; a tiny positive rounding error of x stays near 1.
+    edges = emulated.exp2_poly(torch.tensor([-200.0, -126.0, 1e-7])).double()
+    assert edges[0] == edges[1] and abs(edges[1] / 2.0**-126 - 1) < 2.5e-7
+    assert abs(edges[2] - 1.0) < 1e-6
+
+
 def test_matches_the_cpu_kernels(emulated):
     # The CPU kernels (csrc/cpu/) and the CUDA kernels share blosa_math.h; on the same float64
     # inputs they must agree to rounding, lse included (+inf where a query has no key).
