@@ -82,6 +82,38 @@ def queries_of(i, n, r, DIR: tl.constexpr):
 
 
 @triton.jit
+def row_tile(mask, n, r, BM: tl.constexpr, DIR: tl.constexpr, KEYS: tl.constexpr):
+    """The tile of program (pid 0) of a row-tile kernel: BM consecutive rows of one sequence,
+    queries that stream their keys (KEYS) or keys that stream their queries (not KEYS).
+
+    Returns b, m0 (the sequence and first row); o_j, m_j, real_j ([BM] rows, which exist,
+    which are real tokens); lo_j, hi_j (each row's range, empty for padding rows); last (the
+    last row); s_lo, s_hi (the union of the ranges, what the program streams) and inner_lo,
+    inner_hi (their intersection). Ranges are nondecreasing in the row, so the union runs from
+    the first row's lo to the last row's hi; on the intersection every row of the tile takes
+    part, so no per-row mask is needed there (padding rows are zeroed at the end).
+    """
+    pid = tl.program_id(0)
+    tiles = tl.cdiv(n, BM)
+    b = pid // tiles
+    m0 = (pid % tiles) * BM
+    o_j = m0 + tl.arange(0, BM)
+    m_j = o_j < n
+    last = tl.minimum(m0 + BM, n) - 1
+    if KEYS:
+        lo_j, hi_j = keys_of(o_j, n, r, DIR)
+        s_lo, inner_hi = keys_of(m0, n, r, DIR)
+        inner_lo, s_hi = keys_of(last, n, r, DIR)
+    else:
+        lo_j, hi_j = queries_of(o_j, n, r, DIR)
+        s_lo, inner_hi = queries_of(m0, n, r, DIR)
+        inner_lo, s_hi = queries_of(last, n, r, DIR)
+    real_j = m_j & (tl.load(mask + b * n + o_j, mask=m_j, other=0) != 0)
+    hi_j = tl.where(real_j, hi_j, lo_j)
+    return b, m0, o_j, m_j, real_j, lo_j, hi_j, last, s_lo, s_hi, inner_lo, inner_hi
+
+
+@triton.jit
 def softmax_result(b_sum, b_acc, b_m, has, c, FIXED_PIVOT: tl.constexpr):
     """(out, lse) of the online softmax state: out = acc / sum and the natural-log lse, whose
     pivot is c (FIXED_PIVOT) or the running max b_m (log2 units); where `has` is False (no

@@ -23,7 +23,7 @@ c, 1/c and c·log2(e); DIR 0 forward / 1 backward / 2 diag / 3 all; FAST_TANH: t
 import triton
 import triton.language as tl
 
-from blosa_kernels._math import f32, LOG2E, dir_allows, keys_of, queries_of, tanh_f32
+from blosa_kernels._math import LOG2E, dir_allows, f32, row_tile, tanh_f32
 
 
 @triton.jit
@@ -102,20 +102,10 @@ def bwd_dq_kernel(
 ):
     # n_bucket, r_bucket: unused here; autotune keys. Key ranges as in fwd_rows_kernel.
     inv_c, c_log2e = f32(inv_c), f32(c_log2e)
-    pid = tl.program_id(0)
-    tiles = tl.cdiv(n, BM)
-    b = pid // tiles
-    m0 = (pid % tiles) * BM
-    o_j = m0 + tl.arange(0, BM)
+    b, m0, o_j, m_j, real_j, lo_j, hi_j, last, i_lo, i_hi, inner_lo, inner_hi = row_tile(
+        mask, n, r, BM, DIR, True)
     o_k = tl.program_id(1) * BD + tl.arange(0, BD)
     m_k = o_k < d
-    m_j = o_j < n
-    lo_j, hi_j = keys_of(o_j, n, r, DIR)
-    real_j = m_j & (tl.load(mask + b * n + o_j, mask=m_j, other=0) != 0)
-    hi_j = tl.where(real_j, hi_j, lo_j)  # padding queries: empty key range
-    last = tl.minimum(m0 + BM, n) - 1
-    i_lo, inner_hi = keys_of(m0, n, r, DIR)
-    inner_lo, i_hi = keys_of(last, n, r, DIR)
 
     p_j = (b * n + o_j).to(tl.int64)[:, None] * d + o_k[None, :]
     m_jk = m_j[:, None] & m_k[None, :]
@@ -171,20 +161,10 @@ def bwd_dkv_kernel(
     # n_bucket, r_bucket: unused here; autotune keys. The roles of fwd_rows_kernel swapped: the
     # program owns BN consecutive keys and steps through the union of their query ranges.
     inv_c, c_log2e = f32(inv_c), f32(c_log2e)
-    pid = tl.program_id(0)
-    tiles = tl.cdiv(n, BN)
-    b = pid // tiles
-    m0 = (pid % tiles) * BN
-    o_i = m0 + tl.arange(0, BN)  # [BN] key position
+    b, m0, o_i, m_i, real_i, lo_i, hi_i, last, j_lo, j_hi, inner_lo, inner_hi = row_tile(
+        mask, n, r, BN, DIR, False)  # padding keys get an empty range: attended by no query
     o_k = tl.program_id(1) * BD + tl.arange(0, BD)
     m_k = o_k < d
-    m_i = o_i < n
-    lo_i, hi_i = queries_of(o_i, n, r, DIR)
-    real_i = m_i & (tl.load(mask + b * n + o_i, mask=m_i, other=0) != 0)
-    hi_i = tl.where(real_i, hi_i, lo_i)  # padding keys: attended by no query
-    last = tl.minimum(m0 + BN, n) - 1
-    j_lo, inner_hi = queries_of(m0, n, r, DIR)
-    inner_lo, j_hi = queries_of(last, n, r, DIR)
 
     p_i = (b * n + o_i).to(tl.int64)[:, None] * d + o_k[None, :]
     m_ik = m_i[:, None] & m_k[None, :]

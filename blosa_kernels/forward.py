@@ -22,7 +22,7 @@ c, 1/c and c·log2(e); DIR 0 forward / 1 backward / 2 diag / 3 all; FAST_TANH: t
 import triton
 import triton.language as tl
 
-from blosa_kernels._math import dir_allows, f32, keys_of, softmax_result, tanh_f32
+from blosa_kernels._math import dir_allows, f32, row_tile, softmax_result, tanh_f32
 
 
 @triton.jit
@@ -107,24 +107,10 @@ def fwd_rows_kernel(
 ):
     # n_bucket, r_bucket: unused here; autotune keys (powers of two of n and r).
     c, inv_c, c_log2e = f32(c), f32(inv_c), f32(c_log2e)
-    pid = tl.program_id(0)
-    tiles = tl.cdiv(n, BM)
-    b = pid // tiles
-    m0 = (pid % tiles) * BM
-    o_j = m0 + tl.arange(0, BM)  # [BM] query position
+    b, m0, o_j, m_j, real_j, lo_j, hi_j, last, i_lo, i_hi, inner_lo, inner_hi = row_tile(
+        mask, n, r, BM, DIR, True)
     o_k = tl.program_id(1) * BD + tl.arange(0, BD)
     m_k = o_k < d
-    m_j = o_j < n
-    lo_j, hi_j = keys_of(o_j, n, r, DIR)
-    real_j = m_j & (tl.load(mask + b * n + o_j, mask=m_j, other=0) != 0)
-    hi_j = tl.where(real_j, hi_j, lo_j)  # padding queries: empty key range
-    # The queries are consecutive and their key ranges [lo_j, hi_j) nondecreasing in j: the
-    # union runs from the first query's lo to the last's hi; on the intersection ("inner" keys)
-    # every query of the tile has the key, so no per-query mask is needed there (rows that are
-    # padding are zeroed at the end).
-    last = tl.minimum(m0 + BM, n) - 1
-    i_lo, inner_hi = keys_of(m0, n, r, DIR)
-    inner_lo, i_hi = keys_of(last, n, r, DIR)
 
     p_j = (b * n + o_j).to(tl.int64)[:, None] * d + o_k[None, :]
     m_jk = m_j[:, None] & m_k[None, :]
