@@ -29,6 +29,10 @@ struct TiledOptions {
   bool split_exp2 = false;
 };
 
+// The type inputs of type T accumulate in: float (double for double).
+template <typename T>
+using Accumulate = std::conditional_t<std::is_same_v<T, double>, double, float>;
+
 inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 template <typename T>
@@ -174,7 +178,7 @@ void dispatch_backward(const Args<T, A>& a, TiledOptions opt, Launch&& launch) {
 }
 
 // The forward on contiguous tensors, into out and lse allocated by the caller ([B, n, d], lse in
-// lse_dtype): inputs of type T accumulate in float (double for double), then dispatch_forward.
+// lse_dtype): the Args of dep's dtype, then dispatch_forward.
 template <typename Launch>
 void run_forward(const at::Tensor& dep, const at::Tensor& head, const at::Tensor& value,
                  const std::optional<at::Tensor>& bias, const std::optional<at::Tensor>& mask,
@@ -182,7 +186,7 @@ void run_forward(const at::Tensor& dep, const at::Tensor& head, const at::Tensor
                  at::Tensor& out, at::Tensor& lse, Launch&& launch) {
   const auto dtype = dep.scalar_type();
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, dtype, "masked_block_attn_fwd", [&] {
-    using A = std::conditional_t<std::is_same_v<scalar_t, double>, double, float>;
+    using A = Accumulate<scalar_t>;
     Args<scalar_t, A> a =
         base_args<scalar_t, A>(dep, head, value, bias, mask, block_len, direction, scale);
     a.out = out.data_ptr<scalar_t>();
@@ -201,7 +205,7 @@ void run_backward(const at::Tensor& grad_out, const at::Tensor& dep, const at::T
                   at::Tensor& d_value, Launch&& launch) {
   const auto dtype = dep.scalar_type();
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, dtype, "masked_block_attn_bwd", [&] {
-    using A = std::conditional_t<std::is_same_v<scalar_t, double>, double, float>;
+    using A = Accumulate<scalar_t>;
     Args<scalar_t, A> a =
         base_args<scalar_t, A>(dep, head, value, bias, mask, block_len, direction, scale);
     a.grad_out = grad_out.data_ptr<scalar_t>();
