@@ -75,7 +75,7 @@ class MaskedBlockAttn : public torch::autograd::Function<MaskedBlockAttn> {
                       ctx->saved_data["scale"].toDouble());
     // z = dep_i + head_j + bias, so d_bias is d_head summed over batch and queries.
     at::Tensor d_bias;
-    if (bias.has_value() && ctx->needs_input_grad(3)) d_bias = d_head.sum({0, 1});
+    if (bias.has_value() && ctx->needs_input_grad(3)) d_bias = d_head.sum(at::IntArrayRef{0, 1});
     return {d_dep, d_head, d_value, d_bias, at::Tensor(), at::Tensor(), at::Tensor(),
             at::Tensor()};
   }

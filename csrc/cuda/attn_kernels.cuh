@@ -326,24 +326,91 @@ __device__ __forceinline__ Ranges ranges_of(Direction dir, const Tile& t) {
   return g;
 }
 
-// Streams the keys [lo, hi) of one sequence (rows base + i) for feature k: calls
-// f(i, xk, v) with xk = dep / c and v = value for each real key. Loads are unconditional (the
-// rows exist) so they can be issued early.
-template <typename T, typename A, typename F>
-__device__ __forceinline__ void for_each_real_key(const Args<T, A>& p, int64_t base, int64_t lo,
-                                                  int64_t hi, int64_t k, F&& f) {
-  const T* dep = p.dep + (base + lo) * p.d + k;
-  const T* value = p.value + (base + lo) * p.d + k;
-  const bool* mask = p.mask ? p.mask + base + lo : nullptr;
-#pragma unroll 2
+// Keeps a loaded value's load where the source puts it: an empty asm that reads and writes x,
+// so the compiler cannot sink the load into the branch that uses it (it did, and undid
+// stream_rows' early loads). Emits no instruction and no wait.
+template <typename A>
+__device__ __forceinline__ void pin(A& x) {
+#if defined(__CUDA_ARCH__)
+  if constexpr (sizeof(A) == 8) {
+    asm volatile("" : "+d"(x));
+  } else {
+    asm volatile("" : "+f"(x));
+  }
+#endif
+}
+
+__device__ __forceinline__ void pin(int& x) {
+#if defined(__CUDA_ARCH__)
+  asm volatile("" : "+r"(x));
+#endif
+}
+
+// A row's mask byte as an int, tested only where it is used: converting it to bool at the load
+// would wait for the load there.
+__device__ __forceinline__ int mask_byte(const bool* mask, int64_t row) {
+  return mask == nullptr ? 1 : reinterpret_cast<const unsigned char*>(mask)[row];
+}
+
+// One key row of a sequence as the row-tile kernels use it: xk = dep / c, and value.
+template <typename A>
+struct KeyRow {
+  A xk, v;
+  int real;  // nonzero: a real key
+  __device__ __forceinline__ void pin_loads() {
+    pin(xk);
+    pin(v);
+    pin(real);
+  }
+};
+
+template <typename T, typename A>
+__device__ __forceinline__ KeyRow<A> load_key(const Args<T, A>& p, int64_t base, int64_t i,
+                                              int64_t k) {
+  const int64_t off = (base + i) * p.d + k;
+  return {static_cast<A>(p.dep[off]) * p.inv_c, static_cast<A>(p.value[off]),
+          mask_byte(p.mask, base + i)};
+}
+
+// One query row as the key-tile kernel uses it: xq = (head + bias) / c, the upstream gradient
+// g, the saved output o, and the saved lse in base 2. A padding row's values are loaded (the
+// rows exist) but never used.
+template <typename A>
+struct QueryRow {
+  A xq, g, o, l2;
+  int real;  // nonzero: a real query
+  __device__ __forceinline__ void pin_loads() {
+    pin(xq);
+    pin(g);
+    pin(o);
+    pin(l2);
+    pin(real);
+  }
+};
+
+template <typename T, typename A>
+__device__ __forceinline__ QueryRow<A> load_query(const Args<T, A>& p, int64_t base, int64_t j,
+                                                  int64_t k, A qbias) {
+  const int64_t off = (base + j) * p.d + k;
+  return {(static_cast<A>(p.head[off]) + qbias) * p.inv_c, static_cast<A>(p.grad_out[off]),
+          static_cast<A>(p.out_in[off]), p.lse_in[off] * static_cast<A>(kLog2e),
+          mask_byte(p.mask, base + j)};
+}
+
+// Streams rows [lo, hi) of one sequence: use(i, row) for each real row i, row = load(i) held in
+// registers. Row i + 1 is loaded before row i's math runs, so its L1 latency hides behind that
+// math: without this, Nsight Compute showed the tiled kernels waiting on L1 loads for over
+// half of their cycles at 4 warps per scheduler (bench/RESULTS.md). The rows all exist, so the
+// last one is loaded twice rather than tested.
+template <typename Load, typename Use>
+__device__ __forceinline__ void stream_rows(int64_t lo, int64_t hi, Load&& load, Use&& use) {
+  if (lo >= hi) return;
+  auto next = load(lo);
   for (int64_t i = lo; i < hi; ++i) {
-    const A xk = static_cast<A>(*dep) * p.inv_c;
-    const A v = static_cast<A>(*value);
-    const bool real = mask == nullptr || *mask;
-    dep += p.d;
-    value += p.d;
-    if (mask) ++mask;
-    if (real) f(i, xk, v);
+    const auto row = next;
+    next = load(min(i + 1, hi - 1));
+    next.pin_loads();
+    if (row.real != 0) use(i, row);
   }
 }
 
@@ -376,26 +443,26 @@ __global__ void __launch_bounds__(kWarps * 32)
   if (any_real) {
     const Ranges g = ranges_of(p.dir, t);
     int full = 0;  // real keys that every row of the tile attends
-    const auto every_row = [&](int64_t, A xk, A v) {
+    const auto key_at = [&](int64_t i) { return load_key(p, t.base, i, k); };
+    const auto every_row = [&](int64_t, const KeyRow<A>& key) {
       ++full;
 #pragma unroll
-      for (int q = 0; q < kT; ++q) add_to_row<kSplit>(sm[q], q, tanh_fast(xk + xq[q]), v, p.a);
+      for (int q = 0; q < kT; ++q) {
+        add_to_row<kSplit>(sm[q], q, tanh_fast(key.xk + xq[q]), key.v, p.a);
+      }
     };
-    for_each_real_key(p, t.base, g.f1_lo, g.f1_hi, k, every_row);
-    for_each_real_key(p, t.base, g.f2_lo, g.f2_hi, k, every_row);
-    for (int64_t i = g.e_lo; i < g.e_hi; ++i) {  // per pair (not streamed: <= kT keys)
-      if (!is_real(p.mask, t.base + i)) continue;
-      const int64_t off = (t.base + i) * p.d + k;
-      const A xk = static_cast<A>(p.dep[off]) * p.inv_c;
-      const A v = static_cast<A>(p.value[off]);
+    stream_rows(g.f1_lo, g.f1_hi, key_at, every_row);
+    stream_rows(g.f2_lo, g.f2_hi, key_at, every_row);
+    // The <= kT keys on the tile's diagonal, pair by pair.
+    stream_rows(g.e_lo, g.e_hi, key_at, [&](int64_t i, const KeyRow<A>& key) {
 #pragma unroll
       for (int q = 0; q < kT; ++q) {
         if (q < t.nq && pair_allowed(p.dir, i, t.j0 + q, t.start, t.end)) {
           ++keys[q];
-          add_to_row<kSplit>(sm[q], q, tanh_fast(xk + xq[q]), v, p.a);
+          add_to_row<kSplit>(sm[q], q, tanh_fast(key.xk + xq[q]), key.v, p.a);
         }
       }
-    }
+    });
 #pragma unroll
     for (int q = 0; q < kT; ++q) keys[q] += full;
   }
@@ -443,27 +510,25 @@ __global__ void __launch_bounds__(kWarps * 32)
   }
   if (any_real) {
     const Ranges r = ranges_of(p.dir, t);
-    const auto add_key = [&](int q, A xk, A v) {
-      const A th = tanh_fast(xk + xq[q]);
-      head_grad_accumulate(row_shifted_exp2<kSplit>(q, th, p.a, l2[q]), v, o[q], th, ha[q], hs[q],
-                           hr[q]);
+    const auto add_key = [&](int q, const KeyRow<A>& key) {
+      const A th = tanh_fast(key.xk + xq[q]);
+      head_grad_accumulate(row_shifted_exp2<kSplit>(q, th, p.a, l2[q]), key.v, o[q], th, ha[q],
+                           hs[q], hr[q]);
     };
-    const auto every_row = [&](int64_t, A xk, A v) {
+    const auto key_at = [&](int64_t i) { return load_key(p, t.base, i, k); };
+    const auto every_row = [&](int64_t, const KeyRow<A>& key) {
 #pragma unroll
-      for (int q = 0; q < kT; ++q) add_key(q, xk, v);
+      for (int q = 0; q < kT; ++q) add_key(q, key);
     };
-    for_each_real_key(p, t.base, r.f1_lo, r.f1_hi, k, every_row);
-    for_each_real_key(p, t.base, r.f2_lo, r.f2_hi, k, every_row);
-    for (int64_t i = r.e_lo; i < r.e_hi; ++i) {  // per pair (not streamed: <= kT keys)
-      if (!is_real(p.mask, t.base + i)) continue;
-      const int64_t off = (t.base + i) * p.d + k;
-      const A xk = static_cast<A>(p.dep[off]) * p.inv_c;
-      const A v = static_cast<A>(p.value[off]);
+    stream_rows(r.f1_lo, r.f1_hi, key_at, every_row);
+    stream_rows(r.f2_lo, r.f2_hi, key_at, every_row);
+    // The <= kT keys on the tile's diagonal, pair by pair.
+    stream_rows(r.e_lo, r.e_hi, key_at, [&](int64_t i, const KeyRow<A>& key) {
 #pragma unroll
       for (int q = 0; q < kT; ++q) {
-        if (real[q] && pair_allowed(p.dir, i, t.j0 + q, t.start, t.end)) add_key(q, xk, v);
+        if (real[q] && pair_allowed(p.dir, i, t.j0 + q, t.start, t.end)) add_key(q, key);
       }
-    }
+    });
   }
 #pragma unroll
   for (int q = 0; q < kT; ++q) {
@@ -478,34 +543,18 @@ __global__ void __launch_bounds__(kWarps * 32)
 
 // d_dep, d_value: per key tile, sum over the queries that attend each key. Padding queries
 // are skipped (their grad_out and lse are never read).
-template <bool kSplit, typename T, typename A, int kT>
-__device__ __forceinline__ void dkey_one_query(const Args<T, A>& p, int64_t off, A qbias,
-                                               const A (&xk)[kT], const A (&v)[kT],
-                                               A (&dd)[kT], A (&dv)[kT], const bool* allow) {
-  const A xq = (static_cast<A>(p.head[off]) + qbias) * p.inv_c;
-  const A g = static_cast<A>(p.grad_out[off]);
-  const A o = static_cast<A>(p.out_in[off]);
-  const A l2 = p.lse_in[off] * static_cast<A>(kLog2e);
+template <bool kSplit, typename A, int kT>
+__device__ __forceinline__ void dkey_one_query(const QueryRow<A>& query, A a, const A (&xk)[kT],
+                                               const A (&v)[kT], A (&dd)[kT], A (&dv)[kT],
+                                               const bool* allow) {
 #pragma unroll
   for (int q = 0; q < kT; ++q) {
     if (allow == nullptr || allow[q]) {
-      const A th = tanh_fast(xk[q] + xq);
-      const A pr = row_shifted_exp2<kSplit>(q, th, p.a, l2);
-      dd[q] += grad_z(pr, g, v[q], o, th);
-      dv[q] += pr * g;
+      const A th = tanh_fast(xk[q] + query.xq);
+      const A pr = row_shifted_exp2<kSplit>(q, th, a, query.l2);
+      dd[q] += grad_z(pr, query.g, v[q], query.o, th);
+      dv[q] += pr * query.g;
     }
-  }
-}
-
-template <bool kSplit, typename T, typename A, int kT>
-__device__ __forceinline__ void dkey_full_queries(const Args<T, A>& p, int64_t base, int64_t lo,
-                                                  int64_t hi, int64_t k, A qbias,
-                                                  const A (&xk)[kT], const A (&v)[kT],
-                                                  A (&dd)[kT], A (&dv)[kT]) {
-#pragma unroll 2
-  for (int64_t j = lo; j < hi; ++j) {
-    if (!is_real(p.mask, base + j)) continue;
-    dkey_one_query<kSplit>(p, (base + j) * p.d + k, qbias, xk, v, dd, dv, nullptr);
   }
 }
 
@@ -536,17 +585,21 @@ __global__ void __launch_bounds__(kWarps * 32)
   }
   if (any_real) {
     const Ranges r = ranges_of(kdir, t);
-    dkey_full_queries<kSplit>(p, t.base, r.f1_lo, r.f1_hi, k, qbias, xk, v, dd, dv);
-    dkey_full_queries<kSplit>(p, t.base, r.f2_lo, r.f2_hi, k, qbias, xk, v, dd, dv);
-    for (int64_t j = r.e_lo; j < r.e_hi; ++j) {
-      if (!is_real(p.mask, t.base + j)) continue;
+    const auto query_at = [&](int64_t j) { return load_query(p, t.base, j, k, qbias); };
+    const auto every_key = [&](int64_t, const QueryRow<A>& query) {
+      dkey_one_query<kSplit>(query, p.a, xk, v, dd, dv, nullptr);
+    };
+    stream_rows(r.f1_lo, r.f1_hi, query_at, every_key);
+    stream_rows(r.f2_lo, r.f2_hi, query_at, every_key);
+    // The <= kT queries on the tile's diagonal, pair by pair.
+    stream_rows(r.e_lo, r.e_hi, query_at, [&](int64_t j, const QueryRow<A>& query) {
       bool allow[kT];
 #pragma unroll
       for (int q = 0; q < kT; ++q) {
         allow[q] = q < t.nq && pair_allowed(p.dir, t.j0 + q, j, t.start, t.end);
       }
-      dkey_one_query<kSplit>(p, (t.base + j) * p.d + k, qbias, xk, v, dd, dv, allow);
-    }
+      dkey_one_query<kSplit>(query, p.a, xk, v, dd, dv, allow);
+    });
   }
 #pragma unroll
   for (int q = 0; q < kT; ++q) {
