@@ -17,6 +17,9 @@ export BLOSA_CUDA=1 TORCH_CUDA_ARCH_LIST=${TORCH_CUDA_ARCH_LIST:-9.0} PYTHONUNBU
 {
   date -u +"date %Y-%m-%dT%H:%MZ"
   echo "commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
+  # The device's copy of .git can lag its working tree: this hash of the sources names the
+  # tree itself (run the same line in a checkout to match it to a commit).
+  echo "sources $(bash bench/source_hash.sh)"
   nvidia-smi --query-gpu=name,memory.total,clocks.max.sm --format=csv,noheader
   $PY -c 'import torch, triton; print("torch", torch.__version__, "cuda", torch.version.cuda, "triton", triton.__version__)'
 } | tee "$LOG/device.txt"

@@ -326,75 +326,106 @@ __device__ __forceinline__ Ranges ranges_of(Direction dir, const Tile& t) {
   return g;
 }
 
-// Keeps a loaded value's load where the source puts it: an empty asm that reads and writes x,
-// so the compiler cannot sink the load into the branch that uses it (it did, and undid
+// Keeps a loaded value's load where the source puts it: an empty asm that reads and writes x's
+// bits, so the compiler cannot sink the load into the branch that uses it (it did, and undid
 // stream_rows' early loads). Emits no instruction and no wait.
-template <typename A>
-__device__ __forceinline__ void pin(A& x) {
+template <typename V>
+__device__ __forceinline__ void pin(V& x) {
 #if defined(__CUDA_ARCH__)
-  if constexpr (sizeof(A) == 8) {
-    asm volatile("" : "+d"(x));
+  static_assert(sizeof(V) == 2 || sizeof(V) == 4 || sizeof(V) == 8);
+  if constexpr (sizeof(V) == 2) {
+    unsigned short bits;
+    memcpy(&bits, &x, 2);
+    asm volatile("" : "+h"(bits));
+    memcpy(&x, &bits, 2);
+  } else if constexpr (sizeof(V) == 4) {
+    unsigned int bits;
+    memcpy(&bits, &x, 4);
+    asm volatile("" : "+r"(bits));
+    memcpy(&x, &bits, 4);
   } else {
-    asm volatile("" : "+f"(x));
+    unsigned long long bits;
+    memcpy(&bits, &x, 8);
+    asm volatile("" : "+l"(bits));
+    memcpy(&x, &bits, 8);
   }
 #endif
 }
 
-__device__ __forceinline__ void pin(int& x) {
-#if defined(__CUDA_ARCH__)
-  asm volatile("" : "+r"(x));
-#endif
-}
-
-// A row's mask byte as an int, tested only where it is used: converting it to bool at the load
-// would wait for the load there.
+// A row's mask byte as an int (nonzero: real), tested only where it is used.
 __device__ __forceinline__ int mask_byte(const bool* mask, int64_t row) {
   return mask == nullptr ? 1 : reinterpret_cast<const unsigned char*>(mask)[row];
 }
 
-// One key row of a sequence as the row-tile kernels use it: xk = dep / c, and value.
+// Rows as loaded (KeyLoad, QueryLoad) hold the raw inputs; stream_rows keeps them in registers
+// for one iteration, and the kernels convert them where they use them (key_values,
+// query_values). Converting at the load would wait for the load right there.
+
+// One key row as loaded: dep, value and the mask byte.
+template <typename T>
+struct KeyLoad {
+  T dep, value;
+  int real;
+  __device__ __forceinline__ void pin_loads() {
+    pin(dep);
+    pin(value);
+    pin(real);
+  }
+};
+
+// A key row's values as the row-tile kernels use them: xk = dep / c, and value.
 template <typename A>
 struct KeyRow {
   A xk, v;
-  int real;  // nonzero: a real key
+};
+
+template <typename T, typename A>
+__device__ __forceinline__ KeyLoad<T> load_key(const Args<T, A>& p, int64_t base, int64_t i,
+                                               int64_t k) {
+  const int64_t off = (base + i) * p.d + k;
+  return {p.dep[off], p.value[off], mask_byte(p.mask, base + i)};
+}
+
+template <typename T, typename A>
+__device__ __forceinline__ KeyRow<A> key_values(const Args<T, A>& p, const KeyLoad<T>& raw) {
+  return {static_cast<A>(raw.dep) * p.inv_c, static_cast<A>(raw.value)};
+}
+
+// One query row as loaded: head, grad_out, the saved output and lse, and the mask byte. A
+// padding row's values are loaded (the rows exist) but never used.
+template <typename T, typename A>
+struct QueryLoad {
+  T head, grad_out, out;
+  A lse;
+  int real;
   __device__ __forceinline__ void pin_loads() {
-    pin(xk);
-    pin(v);
+    pin(head);
+    pin(grad_out);
+    pin(out);
+    pin(lse);
     pin(real);
   }
 };
 
-template <typename T, typename A>
-__device__ __forceinline__ KeyRow<A> load_key(const Args<T, A>& p, int64_t base, int64_t i,
-                                              int64_t k) {
-  const int64_t off = (base + i) * p.d + k;
-  return {static_cast<A>(p.dep[off]) * p.inv_c, static_cast<A>(p.value[off]),
-          mask_byte(p.mask, base + i)};
-}
-
-// One query row as the key-tile kernel uses it: xq = (head + bias) / c, the upstream gradient
-// g, the saved output o, and the saved lse in base 2. A padding row's values are loaded (the
-// rows exist) but never used.
+// A query row's values as the key-tile kernel uses them: xq = (head + bias) / c, the upstream
+// gradient g, the saved output o, and the saved lse in base 2.
 template <typename A>
 struct QueryRow {
   A xq, g, o, l2;
-  int real;  // nonzero: a real query
-  __device__ __forceinline__ void pin_loads() {
-    pin(xq);
-    pin(g);
-    pin(o);
-    pin(l2);
-    pin(real);
-  }
 };
 
 template <typename T, typename A>
-__device__ __forceinline__ QueryRow<A> load_query(const Args<T, A>& p, int64_t base, int64_t j,
-                                                  int64_t k, A qbias) {
+__device__ __forceinline__ QueryLoad<T, A> load_query(const Args<T, A>& p, int64_t base,
+                                                      int64_t j, int64_t k) {
   const int64_t off = (base + j) * p.d + k;
-  return {(static_cast<A>(p.head[off]) + qbias) * p.inv_c, static_cast<A>(p.grad_out[off]),
-          static_cast<A>(p.out_in[off]), p.lse_in[off] * static_cast<A>(kLog2e),
-          mask_byte(p.mask, base + j)};
+  return {p.head[off], p.grad_out[off], p.out_in[off], p.lse_in[off], mask_byte(p.mask, base + j)};
+}
+
+template <typename T, typename A>
+__device__ __forceinline__ QueryRow<A> query_values(const Args<T, A>& p,
+                                                    const QueryLoad<T, A>& raw, A qbias) {
+  return {(static_cast<A>(raw.head) + qbias) * p.inv_c, static_cast<A>(raw.grad_out),
+          static_cast<A>(raw.out), raw.lse * static_cast<A>(kLog2e)};
 }
 
 // Streams rows [lo, hi) of one sequence: use(i, row) for each real row i, row = load(i) held in
@@ -444,8 +475,9 @@ __global__ void __launch_bounds__(kWarps * 32)
     const Ranges g = ranges_of(p.dir, t);
     int full = 0;  // real keys that every row of the tile attends
     const auto key_at = [&](int64_t i) { return load_key(p, t.base, i, k); };
-    const auto every_row = [&](int64_t, const KeyRow<A>& key) {
+    const auto every_row = [&](int64_t, const KeyLoad<T>& raw) {
       ++full;
+      const KeyRow<A> key = key_values(p, raw);
 #pragma unroll
       for (int q = 0; q < kT; ++q) {
         add_to_row<kSplit>(sm[q], q, tanh_fast(key.xk + xq[q]), key.v, p.a);
@@ -454,7 +486,8 @@ __global__ void __launch_bounds__(kWarps * 32)
     stream_rows(g.f1_lo, g.f1_hi, key_at, every_row);
     stream_rows(g.f2_lo, g.f2_hi, key_at, every_row);
     // The <= kT keys on the tile's diagonal, pair by pair.
-    stream_rows(g.e_lo, g.e_hi, key_at, [&](int64_t i, const KeyRow<A>& key) {
+    stream_rows(g.e_lo, g.e_hi, key_at, [&](int64_t i, const KeyLoad<T>& raw) {
+      const KeyRow<A> key = key_values(p, raw);
 #pragma unroll
       for (int q = 0; q < kT; ++q) {
         if (q < t.nq && pair_allowed(p.dir, i, t.j0 + q, t.start, t.end)) {
@@ -516,14 +549,16 @@ __global__ void __launch_bounds__(kWarps * 32)
                            hs[q], hr[q]);
     };
     const auto key_at = [&](int64_t i) { return load_key(p, t.base, i, k); };
-    const auto every_row = [&](int64_t, const KeyRow<A>& key) {
+    const auto every_row = [&](int64_t, const KeyLoad<T>& raw) {
+      const KeyRow<A> key = key_values(p, raw);
 #pragma unroll
       for (int q = 0; q < kT; ++q) add_key(q, key);
     };
     stream_rows(r.f1_lo, r.f1_hi, key_at, every_row);
     stream_rows(r.f2_lo, r.f2_hi, key_at, every_row);
     // The <= kT keys on the tile's diagonal, pair by pair.
-    stream_rows(r.e_lo, r.e_hi, key_at, [&](int64_t i, const KeyRow<A>& key) {
+    stream_rows(r.e_lo, r.e_hi, key_at, [&](int64_t i, const KeyLoad<T>& raw) {
+      const KeyRow<A> key = key_values(p, raw);
 #pragma unroll
       for (int q = 0; q < kT; ++q) {
         if (real[q] && pair_allowed(p.dir, i, t.j0 + q, t.start, t.end)) add_key(q, key);
@@ -585,20 +620,20 @@ __global__ void __launch_bounds__(kWarps * 32)
   }
   if (any_real) {
     const Ranges r = ranges_of(kdir, t);
-    const auto query_at = [&](int64_t j) { return load_query(p, t.base, j, k, qbias); };
-    const auto every_key = [&](int64_t, const QueryRow<A>& query) {
-      dkey_one_query<kSplit>(query, p.a, xk, v, dd, dv, nullptr);
+    const auto query_at = [&](int64_t j) { return load_query(p, t.base, j, k); };
+    const auto every_key = [&](int64_t, const QueryLoad<T, A>& raw) {
+      dkey_one_query<kSplit>(query_values(p, raw, qbias), p.a, xk, v, dd, dv, nullptr);
     };
     stream_rows(r.f1_lo, r.f1_hi, query_at, every_key);
     stream_rows(r.f2_lo, r.f2_hi, query_at, every_key);
     // The <= kT queries on the tile's diagonal, pair by pair.
-    stream_rows(r.e_lo, r.e_hi, query_at, [&](int64_t j, const QueryRow<A>& query) {
+    stream_rows(r.e_lo, r.e_hi, query_at, [&](int64_t j, const QueryLoad<T, A>& raw) {
       bool allow[kT];
 #pragma unroll
       for (int q = 0; q < kT; ++q) {
         allow[q] = q < t.nq && pair_allowed(p.dir, t.j0 + q, j, t.start, t.end);
       }
-      dkey_one_query<kSplit>(query, p.a, xk, v, dd, dv, allow);
+      dkey_one_query<kSplit>(query_values(p, raw, qbias), p.a, xk, v, dd, dv, allow);
     });
   }
 #pragma unroll
