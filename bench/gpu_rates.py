@@ -120,18 +120,15 @@ def measure(backend, dtype, B, n, d, block_len, mode):
     return ms, peak, kernels
 
 
+TUNING_VARIABLES = ("BLOSA_CUDA_TILE",)  # read by the CUDA launcher at every call
+
+
 def variant_env(variant: str) -> dict[str, str]:
-    """Environment of a CUDA kernel variant named like "tile16+split": tileN sets
-    BLOSA_CUDA_TILE=N, split sets BLOSA_CUDA_EXP2=split (csrc/cuda/masked_block_attn_cuda.cu)."""
-    env = {}
-    for part in variant.split("+"):
-        if part.startswith("tile") and part[4:].isdigit():
-            env["BLOSA_CUDA_TILE"] = part[4:]
-        elif part == "split":
-            env["BLOSA_CUDA_EXP2"] = "split"
-        else:
-            raise ValueError(f"unknown CUDA variant part {part!r} in {variant!r} (tileN, split)")
-    return env
+    """Environment of a CUDA kernel variant named like "tile4": tileN sets BLOSA_CUDA_TILE=N
+    (csrc/cuda/masked_block_attn_cuda.cu)."""
+    if variant.startswith("tile") and variant[4:].isdigit():
+        return {"BLOSA_CUDA_TILE": variant[4:]}
+    raise ValueError(f"unknown CUDA variant {variant!r} (tileN)")
 
 
 def jobs(backends, cuda_variants):
@@ -157,7 +154,7 @@ def main(argv=None):
     ap.add_argument("--backends", default=",".join(BACKENDS))
     ap.add_argument("--cuda-variants", default="",
                     help="comma-separated CUDA kernel variants to compare with the default, "
-                         "e.g. tile4,tile16,split,tile16+split")
+                         "e.g. tile4")
     args = ap.parse_args(argv)
     if not torch.cuda.is_available():
         print("no CUDA device; nothing to measure")
@@ -171,8 +168,8 @@ def main(argv=None):
     for label, backend, env, dname, (cname, B, n, d, r, _), mode in jobs(args.backends.split(","), variants):
         if backend in skipped:
             continue
-        for name in ("BLOSA_CUDA_TILE", "BLOSA_CUDA_EXP2"):  # read by the launcher at every call
-            os.environ.pop(name, None)
+        for variable in TUNING_VARIABLES:
+            os.environ.pop(variable, None)
         os.environ.update(env)
         try:
             ms, peak, kernels = measure(backend, DTYPES[dname], B, n, d, r, mode)
@@ -201,8 +198,8 @@ def main(argv=None):
         for kernel, k_ms in sorted(kernels.items(), key=lambda kv: -kv[1])[:4]:
             print(f"      {k_ms:8.3f} ms  {kernel[:100]}")
         torch.cuda.empty_cache()
-    for name in ("BLOSA_CUDA_TILE", "BLOSA_CUDA_EXP2"):
-        os.environ.pop(name, None)
+    for variable in TUNING_VARIABLES:
+        os.environ.pop(variable, None)
     print()
     print(f"{name}, bound {bound:.2g} score elements/s (forward)\n")
     print("| backend | dtype | config | mode | call ms | kernels ms | elements/s (kernels) | of bound "

@@ -15,8 +15,6 @@
 
 #include <cmath>
 #include <cstdint>
-#include <cstring>
-#include <type_traits>
 
 #if defined(__CUDACC__)
 #define BLOSA_HD __host__ __device__ __forceinline__
@@ -154,82 +152,18 @@ BLOSA_HD float exp2_fast(float x) {
 }
 BLOSA_HD double exp2_fast(double x) { return std::exp2(x); }
 
-BLOSA_HD int32_t float_bits(float x) {
-#if defined(__CUDA_ARCH__)
-  return __float_as_int(x);
-#else
-  int32_t b;  // memcpy rather than std::bit_cast, which older host compilers lack
-  std::memcpy(&b, &x, sizeof b);
-  return b;
-#endif
-}
-BLOSA_HD float bits_float(int32_t b) {
-#if defined(__CUDA_ARCH__)
-  return __int_as_float(b);
-#else
-  float x;
-  std::memcpy(&x, &b, sizeof x);
-  return x;
-#endif
-}
-
-// 2^x for x <= 0 (up to rounding) without the special-function unit: FMA and integer
-// instructions only, so kernels can move part of their exponentials off the unit that also
-// computes every tanh (flash-attention 4 shares its exponentials the same way).
-//   - x is clamped to -126: 2^-126, the smallest normal float, is 0 next to any weight that
-//     matters here;
-//   - adding 1.5 * 2^23 rounds x to the nearest integer n, which then sits in the low mantissa
-//     bits (the adds use __fadd_rn on the device, so no contraction can merge them);
-//   - 2^(x - n), x - n in [-1/2, 1/2], comes from its degree-6 Taylor polynomial, and n is
-//     added to the exponent field.
-// Relative error below 2.5e-7 over [-126, 0], about ex2.approx's 2 ulp
-// (tests/test_cuda_emulated.py::test_exp2_poly_error_is_that_of_ex2_approx).
-BLOSA_HD float exp2_poly(float x) {
-  constexpr float kRound = 12582912.0f;  // 1.5 * 2^23
-  x = x > -126.0f ? x : -126.0f;
-#if defined(__CUDA_ARCH__)
-  const float j = __fadd_rn(x, kRound);
-  const float f = __fsub_rn(x, __fsub_rn(j, kRound));
-#else
-  const float j = x + kRound;
-  const float f = x - (j - kRound);
-#endif
-  float p = 1.5403530393381608e-4f;  // ln(2)^k / k!, k = 6 .. 0
-  p = p * f + 1.3333558146428443e-3f;
-  p = p * f + 9.6181291076284772e-3f;
-  p = p * f + 5.5504108664821580e-2f;
-  p = p * f + 2.4022650695910071e-1f;
-  p = p * f + 6.9314718055994531e-1f;
-  p = p * f + 1.0f;
-  // (bits of j) << 23 is n << 23: the shift drops j's exponent and the 2^22 of kRound. Unsigned,
-  // so that the sum wraps instead of overflowing where a caller discards the result anyway (a
-  // padding row's x may be large and positive).
-  const uint32_t n_bits = static_cast<uint32_t>(float_bits(j)) << 23;
-  return bits_float(static_cast<int32_t>(static_cast<uint32_t>(float_bits(p)) + n_bits));
-}
-
-// exp2 from the special-function unit, or with kPoly from the FMA units (exp2_poly). kPoly
-// applies to float only: double always takes the exact exp2.
-template <bool kPoly, typename T> BLOSA_HD T exp2_unit(T x) {
-  if constexpr (kPoly && std::is_same_v<T, float>) {
-    return exp2_poly(x);
-  } else {
-    return exp2_fast(x);
-  }
-}
-
 // p = exp(c * t - pivot) given scale_log2 = c * log2(e) and pivot_log2 = pivot * log2(e).
-template <bool kPoly = false, typename T> BLOSA_HD T shifted_exp2(T t, T scale_log2, T pivot_log2) {
-  return exp2_unit<kPoly>(scale_log2 * t - pivot_log2);
+template <typename T> BLOSA_HD T shifted_exp2(T t, T scale_log2, T pivot_log2) {
+  return exp2_fast(scale_log2 * t - pivot_log2);
 }
 
 // online_softmax_update in the log2 domain: s2 = score * log2(e), m2 = running max * log2(e).
 // m2 starts at -c * log2(e), a lower bound of every score, so it is always finite.
-template <bool kPoly = false, typename T>
+template <typename T>
 BLOSA_HD void online_softmax_update_exp2(T s2, T v, T& m2, T& sum, T& acc) {
   const T m_new = s2 > m2 ? s2 : m2;
-  const T rescale = exp2_unit<kPoly>(m2 - m_new);
-  const T p = exp2_unit<kPoly>(s2 - m_new);
+  const T rescale = exp2_fast(m2 - m_new);
+  const T p = exp2_fast(s2 - m_new);
   sum = sum * rescale + p;
   acc = acc * rescale + p * v;
   m2 = m_new;

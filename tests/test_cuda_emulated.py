@@ -4,8 +4,7 @@ tests/cuda_emulation/ builds csrc/cuda/attn_kernels.cuh and dispatch.h for the C
 kernel choice, template arguments, launch geometry, indexing, tiling and masking as on a GPU,
 with exact tanh/exp2 instead of tanh.approx/ex2.approx (host_shim.h says why running threads
 one after another is exact for these kernels). So every CI run checks the CUDA kernels' logic,
-for every tile size, and the split exponentials' polynomial exactly as the GPU computes it,
-without a GPU; tests/test_cuda.py checks the real thing on a GPU.
+for every tile size, without a GPU; tests/test_cuda.py checks the real thing on a GPU.
 Outputs start as NaN, so an element that no thread writes fails.
 """
 from __future__ import annotations
@@ -24,7 +23,7 @@ HERE = Path(__file__).resolve().parent / "cuda_emulation"
 # block, 13 a partial last tile for every tile size, 0 is one block.
 SMALL_SHAPES = ((11, 1), (11, 3), (11, 5), (45, 8))
 TILED_SHAPES = ((11, 11), (11, 16), (37, 13), (45, 20), (45, 0))
-TILES = (4, 8, 16)
+TILES = (4, 8)
 # Error allowed relative to max(1, max |reference|): the emulation computes in float (double for
 # float64) with exact tanh/exp2, so only rounding differs from the reference. d_head cancels
 # to much less than its terms (whose size is that of the inputs, about 1 here), so its rounding
@@ -63,25 +62,25 @@ def reference(inputs, mask, grad_out, settings, dtype=torch.float64):
     return [out.detach(), *torch.autograd.grad(out, leaves[:3], grad_out.to(dtype))]
 
 
-def run_emulated(ops, inputs, mask, grad_out, dtype, settings, tile, split):
+def run_emulated(ops, inputs, mask, grad_out, dtype, settings, tile):
     """out, d_dep, d_head, d_value of the emulated kernels on inputs cast to dtype."""
     xs = [None if t is None else t.to(dtype) for t in inputs]
-    out, lse = ops.fwd(*xs, mask, *settings, tile, split)
-    grads = ops.bwd(grad_out.to(dtype), *xs, mask, out, lse, *settings, tile, split)
+    out, lse = ops.fwd(*xs, mask, *settings, tile)
+    grads = ops.bwd(grad_out.to(dtype), *xs, mask, out, lse, *settings, tile)
     return [out, *grads], lse
 
 
-def check(ops, dtype, direction, n, block_len, mask_kind, tile, split=False, B=3, d=70,
-          scale=None, spread=2.0):
-    """Emulated kernels (tile rows per thread; split: half the exp2 on the FMA units) against
-    the reference, out and the three input gradients."""
-    gen = generator_for("emulated", dtype, direction, n, block_len, mask_kind, tile, split, d, scale)
+def check(ops, dtype, direction, n, block_len, mask_kind, tile, B=3, d=70, scale=None,
+          spread=2.0):
+    """Emulated kernels (tile rows per thread) against the reference, out and the three input
+    gradients."""
+    gen = generator_for("emulated", dtype, direction, n, block_len, mask_kind, tile, d, scale)
     with_bias = bool(torch.randint(0, 2, (1,), generator=gen))
     if scale is None:
         scale = (0.5, 5.0, 17.0, 100.0)[int(torch.randint(0, 4, (1,), generator=gen))]
     inputs, mask, grad_out = make_case(B, n, d, gen, with_bias, mask_kind, spread)
     settings = (block_len, direction, scale)
-    got, lse = run_emulated(ops, inputs, mask, grad_out, dtype, settings, tile, split)
+    got, lse = run_emulated(ops, inputs, mask, grad_out, dtype, settings, tile)
     want = reference(inputs, mask, grad_out, settings)
     low = dtype in (torch.float16, torch.bfloat16)
     if low:  # the flash-attention rule: at most twice the error of the reference in dtype
@@ -97,7 +96,7 @@ def check(ops, dtype, direction, n, block_len, mask_kind, tile, split=False, B=3
         else:
             bound = REL[dtype] * max(size, 1.0)
         assert err <= bound, (f"{name} ({dtype}, {direction}, n={n}, r={block_len}, {mask_kind}, "
-                              f"tile {tile}, split {split}, c={scale}): error {err:.3g} > {bound:.3g}")
+                              f"tile {tile}, c={scale}): error {err:.3g} > {bound:.3g}")
     if mask is not None:  # padding queries: out 0, no gradient, lse +inf
         pad = ~mask
         assert (got[0][pad] == 0).all() and (got[2][pad] == 0).all()
@@ -105,9 +104,6 @@ def check(ops, dtype, direction, n, block_len, mask_kind, tile, split=False, B=3
 
 
 CASES = [(n, r, 8) for n, r in SMALL_SHAPES] + [(n, r, t) for n, r in TILED_SHAPES for t in TILES]
-# Split exponentials (half the exp2 on the FMA units) exist in the tiled kernels.
-FLOAT_CASES = [(n, r, 8, False) for n, r in SMALL_SHAPES] + [
-    (n, r, t, split) for n, r in TILED_SHAPES for t in TILES for split in (False, True)]
 
 
 @pytest.mark.parametrize("mask_kind", MASK_KINDS)
@@ -118,51 +114,25 @@ def test_float64_matches_reference(emulated, direction, n, block_len, tile, mask
 
 
 @pytest.mark.parametrize("dtype", (torch.float32, torch.bfloat16, torch.float16), ids=str)
-@pytest.mark.parametrize("n, block_len, tile, split", FLOAT_CASES)
+@pytest.mark.parametrize("n, block_len, tile", CASES)
 @pytest.mark.parametrize("direction", DIRECTIONS)
-def test_float_types_match_reference(emulated, direction, n, block_len, tile, split, dtype):
-    check(emulated, dtype, direction, n, block_len, "holes", tile, split)
+def test_float_types_match_reference(emulated, direction, n, block_len, tile, dtype):
+    check(emulated, dtype, direction, n, block_len, "holes", tile)
 
 
 @pytest.mark.parametrize("scale", (0.5, 5.0, 39.0, 41.0, 100.0))  # both pivot paths
-@pytest.mark.parametrize("n, block_len, tile, split", ((13, 4, 8, False), (40, 0, 4, False),
-                                                       (40, 0, 16, False), (40, 0, 8, True)))
-def test_every_scale(emulated, n, block_len, tile, split, scale):
+@pytest.mark.parametrize("n, block_len, tile", ((13, 4, 8), (40, 0, 4), (40, 0, 8)))
+def test_every_scale(emulated, n, block_len, tile, scale):
     for direction in ("forward", "all"):
-        check(emulated, torch.float32, direction, n, block_len, "holes", tile, split, d=33,
-              scale=scale, spread=min(scale, 8.0))
-
-
-def test_split_exponentials_change_only_rounding(emulated):
-    # exp2_poly against the special-function path (exact exp2 here) on the same inputs.
-    gen = generator_for("split-vs-mufu")
-    inputs, mask, grad_out = make_case(2, 60, 40, gen, True, "holes")
-    for dtype, rel in ((torch.float32, 1e-5), (torch.float64, 0.0)):  # float64 never splits
-        settings = (0, "all", 5.0)
-        a, _ = run_emulated(emulated, inputs, mask, grad_out, dtype, settings, 8, False)
-        b, _ = run_emulated(emulated, inputs, mask, grad_out, dtype, settings, 8, True)
-        for x, y in zip(a, b):
-            assert (x - y).abs().max() <= rel * max(x.abs().max(), 1.0)
+        check(emulated, torch.float32, direction, n, block_len, "holes", tile, d=33, scale=scale,
+              spread=min(scale, 8.0))
 
 
 @pytest.mark.parametrize("n, d", [(1, 1), (1, 5), (2, 3), (9, 1), (64, 33), (129, 3)])
 @pytest.mark.parametrize("direction", DIRECTIONS)
 def test_odd_sizes(emulated, direction, n, d):
-    for block_len, tile in ((3, 8), (8, 8), (9, 4), (0, 16)):
+    for block_len, tile in ((3, 8), (8, 8), (9, 4), (0, 8)):
         check(emulated, torch.float64, direction, n, block_len, "holes", tile, B=2, d=d)
-
-
-def test_exp2_poly_error_is_that_of_ex2_approx(emulated):
-    # The split exponentials' polynomial over its whole range, every 2^-16 (2 M points), against
-    # float64: it bounds the error csrc/blosa_math.h and bench/RESULTS.md state.
-    x = torch.arange(-126 * 2**16, 1, dtype=torch.float64) / 2**16
-    got = emulated.exp2_poly(x.float()).double()
-    rel = ((got - torch.exp2(x.float().double())) / torch.exp2(x.float().double())).abs().max()
-    assert rel < 2.5e-7, f"largest relative error {rel:.3g}"
-    # Below -126 it is clamped to 2^-126; a tiny positive rounding error of x stays near 1.
-    edges = emulated.exp2_poly(torch.tensor([-200.0, -126.0, 1e-7])).double()
-    assert edges[0] == edges[1] and abs(edges[1] / 2.0**-126 - 1) < 2.5e-7
-    assert abs(edges[2] - 1.0) < 1e-6
 
 
 def test_matches_the_cpu_kernels(emulated):
@@ -172,6 +142,6 @@ def test_matches_the_cpu_kernels(emulated):
     inputs, mask, _ = make_case(2, 30, 17, gen, True, "empty_row")
     for block_len in (4, 0):
         want = torch.ops.blosa.masked_block_attn_fwd(*inputs, mask, block_len, "diag", 5.0)
-        got = emulated.fwd(*inputs, mask, block_len, "diag", 5.0, 8, False)
+        got = emulated.fwd(*inputs, mask, block_len, "diag", 5.0, 8)
         for g, w in zip(got, want):
             torch.testing.assert_close(g, w, atol=1e-12, rtol=1e-12)

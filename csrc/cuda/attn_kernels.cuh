@@ -15,7 +15,7 @@
 //    so only allowed pairs cost a tanh and an exp. These kernels are memory-bound (each input
 //    is read once, each output written once, no zero-fill pass).
 //  * larger blocks (full DiSA included): a warp owns a tile of kT consecutive queries of one
-//    block for 32 features (kT = 4, 8 or 16, a template argument the launcher picks) and
+//    block for 32 features (kT = 4 or 8, a template argument the launcher picks) and
 //    streams the block's keys through L1 (the kWarps warps of a thread block share their
 //    keys). Keys allowed to every query of the tile take the fast unpredicated path; only the
 //    <= kT keys on the tile's diagonal are tested per pair.
@@ -34,6 +34,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstring>
 #include <limits>
 
 #include "../blosa_math.h"
@@ -110,40 +111,16 @@ struct Softmax {
     sum = A(0);
     acc = A(0);
   }
-  template <bool kPoly = false>
   __device__ __forceinline__ void add(A t, A v, A a) {
     if constexpr (kFixed) {
-      softmax_accumulate(shifted_exp2<kPoly>(t, a, a), v, sum, acc);
+      softmax_accumulate(shifted_exp2(t, a, a), v, sum, acc);
     } else {
-      online_softmax_update_exp2<kPoly>(a * t, v, m2, sum, acc);
+      online_softmax_update_exp2(a * t, v, m2, sum, acc);
     }
   }
   __device__ __forceinline__ A out() const { return acc / sum; }
   __device__ __forceinline__ A lse() const { return log_sum_exp2(m2, sum); }
 };
-
-// Split exponentials (kSplit, float only): the odd rows q of a tile take their exp2 from the FMA
-// units (exp2_poly in blosa_math.h), the even rows from the special-function unit, which also
-// computes every tanh; that unit is the bound of these kernels. The rows' loops are unrolled, so
-// each q is a constant and the choice costs nothing.
-template <bool kSplit>
-__device__ __forceinline__ bool poly_row(int q) {
-  return kSplit && (q & 1) != 0;
-}
-
-template <bool kSplit, typename A, bool kFixed>
-__device__ __forceinline__ void add_to_row(Softmax<A, kFixed>& sm, int q, A t, A v, A a) {
-  if (poly_row<kSplit>(q)) {
-    sm.template add<true>(t, v, a);
-  } else {
-    sm.template add<false>(t, v, a);
-  }
-}
-
-template <bool kSplit, typename A>
-__device__ __forceinline__ A row_shifted_exp2(int q, A t, A a, A pivot) {
-  return poly_row<kSplit>(q) ? shifted_exp2<true>(t, a, pivot) : shifted_exp2<false>(t, a, pivot);
-}
 
 // ---------------------------------------------------------------------------------------------
 // Small blocks: one thread per (batch, block, feature); grid covers B · nblocks · d threads.
@@ -428,9 +405,9 @@ __device__ __forceinline__ QueryRow<A> query_values(const Args<T, A>& p,
           static_cast<A>(raw.out), raw.lse * static_cast<A>(kLog2e)};
 }
 
-// Streams rows [lo, hi) of one sequence: use(i, row) for each real row i, row = load(i) held in
-// registers. Row i + 1 is loaded before row i's math runs, so its L1 latency hides behind that
-// math: without this, Nsight Compute showed the tiled kernels waiting on L1 loads for over
+// Streams rows [lo, hi) of one sequence: use(i, row) for each real row i, where row = load(i)
+// is the row as loaded (KeyLoad, QueryLoad), held in registers. Row i + 1 is loaded before row
+// i's math runs, so its L1 latency hides behind that math: without this, Nsight Compute showed the tiled kernels waiting on L1 loads for over
 // half of their cycles at 4 warps per scheduler (bench/RESULTS.md). The rows all exist, so the
 // last one is loaded twice rather than tested.
 template <typename Load, typename Use>
@@ -445,7 +422,7 @@ __device__ __forceinline__ void stream_rows(int64_t lo, int64_t hi, Load&& load,
   }
 }
 
-template <typename T, typename A, bool kFixed, int kT, bool kSplit>
+template <typename T, typename A, bool kFixed, int kT>
 __global__ void __launch_bounds__(kWarps * 32)
     forward_tiled(const Args<T, A> p, int64_t tiles_per_block, int64_t total) {
   Tile t;
@@ -480,7 +457,7 @@ __global__ void __launch_bounds__(kWarps * 32)
       const KeyRow<A> key = key_values(p, raw);
 #pragma unroll
       for (int q = 0; q < kT; ++q) {
-        add_to_row<kSplit>(sm[q], q, tanh_fast(key.xk + xq[q]), key.v, p.a);
+        sm[q].add(tanh_fast(key.xk + xq[q]), key.v, p.a);
       }
     };
     stream_rows(g.f1_lo, g.f1_hi, key_at, every_row);
@@ -492,7 +469,7 @@ __global__ void __launch_bounds__(kWarps * 32)
       for (int q = 0; q < kT; ++q) {
         if (q < t.nq && pair_allowed(p.dir, i, t.j0 + q, t.start, t.end)) {
           ++keys[q];
-          add_to_row<kSplit>(sm[q], q, tanh_fast(key.xk + xq[q]), key.v, p.a);
+          sm[q].add(tanh_fast(key.xk + xq[q]), key.v, p.a);
         }
       }
     });
@@ -513,7 +490,7 @@ __global__ void __launch_bounds__(kWarps * 32)
 // d_head: per query tile, the head_grad sums (ha, hs, hr) over its keys. Rows of the tile that
 // are padding or past the block have o = l2 = 0 and are never written back, so their (finite or
 // not) sums do not matter; a real row with an allowed real key has a finite lse.
-template <typename T, typename A, int kT, bool kSplit>
+template <typename T, typename A, int kT>
 __global__ void __launch_bounds__(kWarps * 32)
     backward_query_tiled(const Args<T, A> p, int64_t tiles_per_block, int64_t total) {
   Tile t;
@@ -545,8 +522,7 @@ __global__ void __launch_bounds__(kWarps * 32)
     const Ranges r = ranges_of(p.dir, t);
     const auto add_key = [&](int q, const KeyRow<A>& key) {
       const A th = tanh_fast(key.xk + xq[q]);
-      head_grad_accumulate(row_shifted_exp2<kSplit>(q, th, p.a, l2[q]), key.v, o[q], th, ha[q],
-                           hs[q], hr[q]);
+      head_grad_accumulate(shifted_exp2(th, p.a, l2[q]), key.v, o[q], th, ha[q], hs[q], hr[q]);
     };
     const auto key_at = [&](int64_t i) { return load_key(p, t.base, i, k); };
     const auto every_row = [&](int64_t, const KeyLoad<T>& raw) {
@@ -578,7 +554,7 @@ __global__ void __launch_bounds__(kWarps * 32)
 
 // d_dep, d_value: per key tile, sum over the queries that attend each key. Padding queries
 // are skipped (their grad_out and lse are never read).
-template <bool kSplit, typename A, int kT>
+template <typename A, int kT>
 __device__ __forceinline__ void dkey_one_query(const QueryRow<A>& query, A a, const A (&xk)[kT],
                                                const A (&v)[kT], A (&dd)[kT], A (&dv)[kT],
                                                const bool* allow) {
@@ -586,14 +562,14 @@ __device__ __forceinline__ void dkey_one_query(const QueryRow<A>& query, A a, co
   for (int q = 0; q < kT; ++q) {
     if (allow == nullptr || allow[q]) {
       const A th = tanh_fast(xk[q] + query.xq);
-      const A pr = row_shifted_exp2<kSplit>(q, th, a, query.l2);
+      const A pr = shifted_exp2(th, a, query.l2);
       dd[q] += grad_z(pr, query.g, v[q], query.o, th);
       dv[q] += pr * query.g;
     }
   }
 }
 
-template <typename T, typename A, int kT, bool kSplit>
+template <typename T, typename A, int kT>
 __global__ void __launch_bounds__(kWarps * 32)
     backward_key_tiled(const Args<T, A> p, int64_t tiles_per_block, int64_t total) {
   const Direction kdir = transposed(p.dir);  // which queries attend a key
@@ -622,7 +598,7 @@ __global__ void __launch_bounds__(kWarps * 32)
     const Ranges r = ranges_of(kdir, t);
     const auto query_at = [&](int64_t j) { return load_query(p, t.base, j, k); };
     const auto every_key = [&](int64_t, const QueryLoad<T, A>& raw) {
-      dkey_one_query<kSplit>(query_values(p, raw, qbias), p.a, xk, v, dd, dv, nullptr);
+      dkey_one_query(query_values(p, raw, qbias), p.a, xk, v, dd, dv, nullptr);
     };
     stream_rows(r.f1_lo, r.f1_hi, query_at, every_key);
     stream_rows(r.f2_lo, r.f2_hi, query_at, every_key);
@@ -633,7 +609,7 @@ __global__ void __launch_bounds__(kWarps * 32)
       for (int q = 0; q < kT; ++q) {
         allow[q] = q < t.nq && pair_allowed(p.dir, t.j0 + q, j, t.start, t.end);
       }
-      dkey_one_query<kSplit>(query_values(p, raw, qbias), p.a, xk, v, dd, dv, allow);
+      dkey_one_query(query_values(p, raw, qbias), p.a, xk, v, dd, dv, allow);
     });
   }
 #pragma unroll

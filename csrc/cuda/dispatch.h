@@ -19,14 +19,11 @@
 namespace blosa::cuda {
 
 // How the tiled kernels (blocks longer than kSmallMax) run; masked_block_attn_cuda.cu reads it
-// from BLOSA_CUDA_TILE and BLOSA_CUDA_EXP2, for tuning.
+// from BLOSA_CUDA_TILE, for tuning.
 struct TiledOptions {
-  // Rows (queries, or keys in backward) per thread: 4, 8 or 16. 8 is what the first H200
-  // measurement ran (bench/RESULTS.md).
+  // Rows (queries, or keys in backward) per thread: 4 or 8. 8 was the fastest forward+backward
+  // on an H200 (bench/RESULTS.md); 16 was slower everywhere and is gone.
   int tile = 8;
-  // float accumulation only: odd rows take exp2 from the FMA units (see poly_row in
-  // attn_kernels.cuh). Off until a GPU measurement says it pays.
-  bool split_exp2 = false;
 };
 
 // The type inputs of type T accumulate in: float (double for double).
@@ -101,25 +98,13 @@ void with_direction(Direction dir, F&& f) {
   }
 }
 
-// Calls f(std::bool_constant<split>), split being false unless A is float.
-template <typename A, typename F>
-void with_split_exp2(bool split, F&& f) {
-  if constexpr (std::is_same_v<A, float>) {
-    if (split) {
-      f(std::true_type{});
-      return;
-    }
-  }
-  f(std::false_type{});
-}
-
-// Calls f(std::integral_constant<int, kT>) for the tile size kT in {4, 8, 16}.
+// Calls f(std::integral_constant<int, kT>) for the tile size kT in {4, 8}.
 template <typename F>
 void with_tile(int tile, F&& f) {
-  switch (tile) {
-    case 4: f(std::integral_constant<int, 4>{}); break;
-    case 16: f(std::integral_constant<int, 16>{}); break;
-    default: f(std::integral_constant<int, 8>{}); break;
+  if (tile == 4) {
+    f(std::integral_constant<int, 4>{});
+  } else {
+    f(std::integral_constant<int, 8>{});
   }
 }
 
@@ -142,15 +127,12 @@ void dispatch_forward(const Args<T, A>& a, double scale, TiledOptions opt, Launc
   } else {
     const Geometry g = tiled_geometry(a, opt.tile);
     with_tile(opt.tile, [&](auto tc) {
-      with_split_exp2<A>(opt.split_exp2, [&](auto sc) {
-        constexpr int kT = decltype(tc)::value;
-        constexpr bool kSplit = decltype(sc)::value;
-        if (fixed) {
-          launch(forward_tiled<T, A, true, kT, kSplit>, g, a, g.tiles_per_block, g.total);
-        } else {
-          launch(forward_tiled<T, A, false, kT, kSplit>, g, a, g.tiles_per_block, g.total);
-        }
-      });
+      constexpr int kT = decltype(tc)::value;
+      if (fixed) {
+        launch(forward_tiled<T, A, true, kT>, g, a, g.tiles_per_block, g.total);
+      } else {
+        launch(forward_tiled<T, A, false, kT>, g, a, g.tiles_per_block, g.total);
+      }
     });
   }
 }
@@ -167,12 +149,9 @@ void dispatch_backward(const Args<T, A>& a, TiledOptions opt, Launch&& launch) {
   } else {
     const Geometry g = tiled_geometry(a, opt.tile);
     with_tile(opt.tile, [&](auto tc) {
-      with_split_exp2<A>(opt.split_exp2, [&](auto sc) {
-        constexpr int kT = decltype(tc)::value;
-        constexpr bool kSplit = decltype(sc)::value;
-        launch(backward_query_tiled<T, A, kT, kSplit>, g, a, g.tiles_per_block, g.total);
-        launch(backward_key_tiled<T, A, kT, kSplit>, g, a, g.tiles_per_block, g.total);
-      });
+      constexpr int kT = decltype(tc)::value;
+      launch(backward_query_tiled<T, A, kT>, g, a, g.tiles_per_block, g.total);
+      launch(backward_key_tiled<T, A, kT>, g, a, g.tiles_per_block, g.total);
     });
   }
 }

@@ -36,13 +36,11 @@ void check_cuda_inputs(const at::Tensor& dep) {
 // of ATen/cuda/CUDAContext.h, which needs the cuSPARSE/cuBLAS headers that a bare toolkit (the
 // CI's pip-installed one) lacks.
 
-// Tuning switches of the tiled kernels, read at every call so that a benchmark can compare
-// them in one process (bench/gpu_rates.py --cuda-variants):
-//   BLOSA_CUDA_TILE=4|8|16   rows per thread. More rows reuse each loaded key more often and
-//                            keep more independent special-function ops in flight; fewer
-//                            leave more warps per SM (fewer registers).
-//   BLOSA_CUDA_EXP2=mufu|split   every exp2 on the special-function unit, or half of them on
-//                            the FMA units (float accumulation only).
+// Tuning switch of the tiled kernels, read at every call so that a benchmark can compare its
+// values in one process (bench/gpu_rates.py --cuda-variants):
+//   BLOSA_CUDA_TILE=4|8   rows per thread. More rows reuse each loaded key more often and keep
+//                         more independent special-function ops in flight; fewer leave more
+//                         warps per SM (fewer registers).
 std::optional<std::string> env_value(const char* name) {
   const char* value = std::getenv(name);
   if (value == nullptr || *value == '\0') return std::nullopt;
@@ -52,14 +50,9 @@ std::optional<std::string> env_value(const char* name) {
 cuda::TiledOptions tiled_options_from_env() {
   cuda::TiledOptions opt;  // the defaults, where a variable is unset
   if (const auto tile = env_value("BLOSA_CUDA_TILE")) {
-    TORCH_CHECK_VALUE(*tile == "4" || *tile == "8" || *tile == "16",
-                      "BLOSA_CUDA_TILE must be 4, 8 or 16, got '", *tile, "'");
+    TORCH_CHECK_VALUE(*tile == "4" || *tile == "8", "BLOSA_CUDA_TILE must be 4 or 8, got '",
+                      *tile, "'");
     opt.tile = std::stoi(*tile);
-  }
-  if (const auto exp2 = env_value("BLOSA_CUDA_EXP2")) {
-    TORCH_CHECK_VALUE(*exp2 == "mufu" || *exp2 == "split",
-                      "BLOSA_CUDA_EXP2 must be 'mufu' or 'split', got '", *exp2, "'");
-    opt.split_exp2 = *exp2 == "split";
   }
   return opt;
 }

@@ -37,8 +37,7 @@ std::tuple<at::Tensor, at::Tensor> fwd(const at::Tensor& dep_in, const at::Tenso
                                        const at::Tensor& value_in,
                                        const std::optional<at::Tensor>& bias,
                                        const std::optional<at::Tensor>& mask, int64_t block_len,
-                                       c10::string_view direction, double scale, int64_t tile,
-                                       bool split_exp2) {
+                                       c10::string_view direction, double scale, int64_t tile) {
   const at::Tensor dep = dep_in.contiguous(), head = head_in.contiguous(),
                    value = value_in.contiguous();
   const auto bias_c = blosa::contiguous(bias), mask_c = blosa::contiguous(mask);
@@ -47,7 +46,7 @@ std::tuple<at::Tensor, at::Tensor> fwd(const at::Tensor& dep_in, const at::Tenso
   at::Tensor lse =
       at::full(dep.sizes(), NAN, dep.options().dtype(blosa::lse_dtype(dep.scalar_type())));
   if (dep.numel() == 0) return {out, lse};
-  const blosa::cuda::TiledOptions opt{static_cast<int>(tile), split_exp2};
+  const blosa::cuda::TiledOptions opt{static_cast<int>(tile)};
   blosa::cuda::run_forward(dep, head, value, bias_c, mask_c, block_len, std::string(direction),
                            scale, opt, out, lse, EmulatedLaunch{});
   return {out, lse};
@@ -57,7 +56,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> bwd(
     const at::Tensor& grad_out_in, const at::Tensor& dep_in, const at::Tensor& head_in,
     const at::Tensor& value_in, const std::optional<at::Tensor>& bias,
     const std::optional<at::Tensor>& mask, const at::Tensor& out_in, const at::Tensor& lse_in,
-    int64_t block_len, c10::string_view direction, double scale, int64_t tile, bool split_exp2) {
+    int64_t block_len, c10::string_view direction, double scale, int64_t tile) {
   const at::Tensor grad_out = grad_out_in.contiguous(), dep = dep_in.contiguous(),
                    head = head_in.contiguous(), value = value_in.contiguous(),
                    out = out_in.contiguous(), lse = lse_in.contiguous();
@@ -65,42 +64,26 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> bwd(
   at::Tensor d_dep = at::full_like(dep, NAN), d_head = at::full_like(dep, NAN),
              d_value = at::full_like(dep, NAN);
   if (dep.numel() == 0) return {d_dep, d_head, d_value};
-  const blosa::cuda::TiledOptions opt{static_cast<int>(tile), split_exp2};
+  const blosa::cuda::TiledOptions opt{static_cast<int>(tile)};
   blosa::cuda::run_backward(grad_out, dep, head, value, bias_c, mask_c, out, lse, block_len,
                             std::string(direction), scale, opt, d_dep, d_head, d_value,
                             EmulatedLaunch{});
   return {d_dep, d_head, d_value};
 }
 
-// blosa::exp2_poly of blosa_math.h elementwise (float32 in and out), the split exponentials'
-// polynomial, as the host computes it.
-at::Tensor exp2_poly(const at::Tensor& x_in) {
-  TORCH_CHECK_TYPE(x_in.scalar_type() == at::kFloat, "exp2_poly takes float32, got ",
-                   x_in.scalar_type());
-  const at::Tensor x = x_in.contiguous();
-  at::Tensor y = at::empty_like(x);
-  const float* in = x.data_ptr<float>();
-  float* out = y.data_ptr<float>();
-  for (int64_t i = 0; i < x.numel(); ++i) out[i] = blosa::exp2_poly(in[i]);
-  return y;
-}
-
 }  // namespace
 
 TORCH_LIBRARY(blosa_emulated, m) {
-  m.def("exp2_poly(Tensor x) -> Tensor");
   m.def(
       "fwd(Tensor dep, Tensor head, Tensor value, Tensor? bias, Tensor? mask, int block_len, "
-      "str direction, float scale, int tile, bool split_exp2) -> (Tensor, Tensor)");
+      "str direction, float scale, int tile) -> (Tensor, Tensor)");
   m.def(
       "bwd(Tensor grad_out, Tensor dep, Tensor head, Tensor value, Tensor? bias, Tensor? mask, "
-      "Tensor out, Tensor lse, int block_len, str direction, float scale, int tile, "
-      "bool split_exp2) "
+      "Tensor out, Tensor lse, int block_len, str direction, float scale, int tile) "
       "-> (Tensor, Tensor, Tensor)");
 }
 
 TORCH_LIBRARY_IMPL(blosa_emulated, CPU, m) {
-  m.impl("exp2_poly", &exp2_poly);
   m.impl("fwd", &fwd);
   m.impl("bwd", &bwd);
 }
