@@ -78,6 +78,37 @@ __device__ __forceinline__ bool is_real(const bool* mask, int64_t row) {
   return mask == nullptr || mask[row];
 }
 
+// Keeps a loaded value's load where the source puts it: an empty asm that reads and writes x's
+// bits, so the compiler cannot sink the load into the branch that uses it (it did, and undid
+// the early loads of stream_rows and of the small kernels). Emits no instruction and no wait.
+template <typename V>
+__device__ __forceinline__ void pin(V& x) {
+#if defined(__CUDA_ARCH__)
+  static_assert(sizeof(V) == 2 || sizeof(V) == 4 || sizeof(V) == 8);
+  if constexpr (sizeof(V) == 2) {
+    unsigned short bits;
+    memcpy(&bits, &x, 2);
+    asm volatile("" : "+h"(bits));
+    memcpy(&x, &bits, 2);
+  } else if constexpr (sizeof(V) == 4) {
+    unsigned int bits;
+    memcpy(&bits, &x, 4);
+    asm volatile("" : "+r"(bits));
+    memcpy(&x, &bits, 4);
+  } else {
+    unsigned long long bits;
+    memcpy(&bits, &x, 8);
+    asm volatile("" : "+l"(bits));
+    memcpy(&x, &bits, 8);
+  }
+#endif
+}
+
+// A row's mask byte as an int (nonzero: real), tested only where it is used.
+__device__ __forceinline__ int mask_byte(const bool* mask, int64_t row) {
+  return mask == nullptr ? 1 : reinterpret_cast<const unsigned char*>(mask)[row];
+}
+
 // Compile-time direction rule for the unrolled small-block kernels (same as key_range).
 template <Direction D>
 __device__ constexpr bool pair_ok(int i, int j) {
@@ -143,6 +174,15 @@ __device__ __forceinline__ bool small_index(const Args<T, A>& p, SmallIndex& s) 
   return true;
 }
 
+// Row i of the thread's block, clamped to the block's last row. The small kernels load every
+// row without a branch, so all their loads are in flight at once; a branch per row (i < len)
+// made each row's loads wait for the row before (Nsight Compute: 43-46% of DRAM bandwidth,
+// most stalls on loads; bench/RESULTS.md). Rows past a short last block repeat its last row
+// and are never used.
+__device__ __forceinline__ int64_t small_row(const SmallIndex& s, int i) {
+  return s.row0 + min(i, s.len - 1);
+}
+
 template <typename T, typename A, Direction D, bool kFixed>
 __global__ void __launch_bounds__(kSmallThreads) forward_small(const Args<T, A> p) {
   SmallIndex s;
@@ -150,17 +190,27 @@ __global__ void __launch_bounds__(kSmallThreads) forward_small(const Args<T, A> 
   const A qbias = p.bias ? static_cast<A>(p.bias[s.k]) : A(0);
   A xk[kSmallMax], xq[kSmallMax], v[kSmallMax];
   bool real[kSmallMax];
+  T dep[kSmallMax], head[kSmallMax], value[kSmallMax];
+  int mask[kSmallMax];
+#pragma unroll
+  for (int i = 0; i < kSmallMax; ++i) {  // every load first, all in flight together
+    const int64_t row = small_row(s, i);
+    const int64_t off = row * p.d + s.k;
+    dep[i] = p.dep[off];
+    head[i] = p.head[off];
+    value[i] = p.value[off];
+    mask[i] = mask_byte(p.mask, row);
+    pin(dep[i]);
+    pin(head[i]);
+    pin(value[i]);
+    pin(mask[i]);
+  }
 #pragma unroll
   for (int i = 0; i < kSmallMax; ++i) {
-    real[i] = false;
-    xk[i] = xq[i] = v[i] = A(0);
-    if (i < s.len) {
-      const int64_t off = (s.row0 + i) * p.d + s.k;
-      real[i] = is_real(p.mask, s.row0 + i);
-      xk[i] = static_cast<A>(p.dep[off]) * p.inv_c;
-      xq[i] = (static_cast<A>(p.head[off]) + qbias) * p.inv_c;
-      v[i] = static_cast<A>(p.value[off]);
-    }
+    real[i] = i < s.len && mask[i] != 0;
+    xk[i] = static_cast<A>(dep[i]) * p.inv_c;
+    xq[i] = (static_cast<A>(head[i]) + qbias) * p.inv_c;
+    v[i] = static_cast<A>(value[i]);
   }
 #pragma unroll
   for (int j = 0; j < kSmallMax; ++j) {
@@ -193,22 +243,40 @@ __global__ void __launch_bounds__(kSmallThreads) backward_small(const Args<T, A>
   A xk[kSmallMax], xq[kSmallMax], v[kSmallMax], g[kSmallMax], o[kSmallMax], l2[kSmallMax];
   A dd[kSmallMax], dv[kSmallMax];
   bool real[kSmallMax];
+  T dep[kSmallMax], head[kSmallMax], value[kSmallMax], grad_out[kSmallMax], out[kSmallMax];
+  A lse[kSmallMax];
+  int mask[kSmallMax];
+#pragma unroll
+  for (int i = 0; i < kSmallMax; ++i) {  // every load first, all in flight together
+    const int64_t row = small_row(s, i);
+    const int64_t off = row * p.d + s.k;
+    dep[i] = p.dep[off];
+    head[i] = p.head[off];
+    value[i] = p.value[off];
+    grad_out[i] = p.grad_out[off];
+    out[i] = p.out_in[off];
+    lse[i] = p.lse_in[off];
+    mask[i] = mask_byte(p.mask, row);
+    pin(dep[i]);
+    pin(head[i]);
+    pin(value[i]);
+    pin(grad_out[i]);
+    pin(out[i]);
+    pin(lse[i]);
+    pin(mask[i]);
+  }
 #pragma unroll
   for (int i = 0; i < kSmallMax; ++i) {
-    real[i] = false;
-    xk[i] = xq[i] = v[i] = g[i] = o[i] = l2[i] = dd[i] = dv[i] = A(0);
-    if (i < s.len) {
-      const int64_t off = (s.row0 + i) * p.d + s.k;
-      real[i] = is_real(p.mask, s.row0 + i);
-      xk[i] = static_cast<A>(p.dep[off]) * p.inv_c;
-      xq[i] = (static_cast<A>(p.head[off]) + qbias) * p.inv_c;
-      v[i] = static_cast<A>(p.value[off]);
-      if (real[i]) {
-        g[i] = static_cast<A>(p.grad_out[off]);
-        o[i] = static_cast<A>(p.out_in[off]);
-        l2[i] = p.lse_in[off] * log2e;
-      }
-    }
+    real[i] = i < s.len && mask[i] != 0;
+    xk[i] = static_cast<A>(dep[i]) * p.inv_c;
+    xq[i] = (static_cast<A>(head[i]) + qbias) * p.inv_c;
+    v[i] = static_cast<A>(value[i]);
+    // A padding row's saved values are never used, and its d_head is head_grad(g = 0, ...) = 0
+    // whatever its grad_out holds.
+    g[i] = real[i] ? static_cast<A>(grad_out[i]) : A(0);
+    o[i] = real[i] ? static_cast<A>(out[i]) : A(0);
+    l2[i] = real[i] ? lse[i] * log2e : A(0);
+    dd[i] = dv[i] = A(0);
   }
 #pragma unroll
   for (int j = 0; j < kSmallMax; ++j) {
@@ -301,37 +369,6 @@ __device__ __forceinline__ Ranges ranges_of(Direction dir, const Tile& t) {
       break;
   }
   return g;
-}
-
-// Keeps a loaded value's load where the source puts it: an empty asm that reads and writes x's
-// bits, so the compiler cannot sink the load into the branch that uses it (it did, and undid
-// stream_rows' early loads). Emits no instruction and no wait.
-template <typename V>
-__device__ __forceinline__ void pin(V& x) {
-#if defined(__CUDA_ARCH__)
-  static_assert(sizeof(V) == 2 || sizeof(V) == 4 || sizeof(V) == 8);
-  if constexpr (sizeof(V) == 2) {
-    unsigned short bits;
-    memcpy(&bits, &x, 2);
-    asm volatile("" : "+h"(bits));
-    memcpy(&x, &bits, 2);
-  } else if constexpr (sizeof(V) == 4) {
-    unsigned int bits;
-    memcpy(&bits, &x, 4);
-    asm volatile("" : "+r"(bits));
-    memcpy(&x, &bits, 4);
-  } else {
-    unsigned long long bits;
-    memcpy(&bits, &x, 8);
-    asm volatile("" : "+l"(bits));
-    memcpy(&x, &bits, 8);
-  }
-#endif
-}
-
-// A row's mask byte as an int (nonzero: real), tested only where it is used.
-__device__ __forceinline__ int mask_byte(const bool* mask, int64_t row) {
-  return mask == nullptr ? 1 : reinterpret_cast<const unsigned char*>(mask)[row];
 }
 
 // Rows as loaded (KeyLoad, QueryLoad) hold the raw inputs; stream_rows keeps them in registers
