@@ -27,6 +27,7 @@ import torch
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
 
 import blosa  # noqa: E402
+from cuda_timing import time_ms  # noqa: E402  (bench/, the script's own folder)
 
 BACKENDS = ("cuda", "triton")
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
@@ -52,24 +53,6 @@ def elements(B: int, n: int, d: int, block_len: int, direction: str = "forward")
 def sfu_bound() -> float:
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     return sms * 16 * CLOCK_HZ / 2
-
-
-def time_ms(fn, budget_s: float = 0.25) -> float:
-    """Median-free mean time of fn in ms: warm-up, then enough repetitions for ~budget_s."""
-    fn()
-    torch.cuda.synchronize()
-    t0 = time.perf_counter()
-    fn()
-    torch.cuda.synchronize()
-    once = time.perf_counter() - t0
-    reps = max(3, min(50, int(budget_s / max(once, 1e-6))))
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    for _ in range(reps):
-        fn()
-    end.record()
-    torch.cuda.synchronize()
-    return start.elapsed_time(end) / reps
 
 
 def kernel_times(fn, reps: int = 5) -> dict[str, float]:

@@ -36,6 +36,7 @@ import triton.language as tl
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
 from blosa_kernels._math import tanh_f32  # noqa: E402
+from cuda_timing import time_ms  # noqa: E402  (bench/, the script's own folder)
 
 CLOCK_HZ = 1.98e9  # H100/H200 SXM boost clock, as in gpu_rates.py
 LOOPS = {
@@ -128,7 +129,7 @@ def sfu_loop_kernel(q_ptr, out_ptr, steps, a, LOOP: tl.constexpr, BLOCK: tl.cons
     tl.store(out_ptr + offs + HALF, total2 + acc2)
 
 
-def measure(loop: str, steps: int = 4096, reps: int = 5) -> float:
+def measure(loop: str, steps: int = 4096) -> float:
     """Elements per second of `loop` over the whole card."""
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     numel = sms * 8 * BLOCK  # 8 programs of 4 warps per SM: enough warps to hide latency
@@ -140,15 +141,7 @@ def measure(loop: str, steps: int = 4096, reps: int = 5) -> float:
     def run():
         sfu_loop_kernel[grid](q, out, steps, a, LOOP=LOOPS[loop], BLOCK=BLOCK, num_warps=WARPS)
 
-    run()  # compile
-    torch.cuda.synchronize()
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    for _ in range(reps):
-        run()
-    end.record()
-    torch.cuda.synchronize()
-    seconds = start.elapsed_time(end) / reps / 1e3
+    seconds = time_ms(run) / 1e3  # the first call compiles, outside the timing
     if not torch.isfinite(out).all():
         raise RuntimeError(f"loop {loop!r} produced non-finite values")
     return numel * steps / seconds

@@ -159,8 +159,7 @@ template <typename T> BLOSA_HD T shifted_exp2(T t, T scale_log2, T pivot_log2) {
 
 // online_softmax_update in the log2 domain: s2 = score * log2(e), m2 = running max * log2(e).
 // m2 starts at -c * log2(e), a lower bound of every score, so it is always finite.
-template <typename T>
-BLOSA_HD void online_softmax_update_exp2(T s2, T v, T& m2, T& sum, T& acc) {
+template <typename T> BLOSA_HD void online_softmax_update_exp2(T s2, T v, T& m2, T& sum, T& acc) {
   const T m_new = s2 > m2 ? s2 : m2;
   const T rescale = exp2_fast(m2 - m_new);
   const T p = exp2_fast(s2 - m_new);

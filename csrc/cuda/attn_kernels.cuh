@@ -49,6 +49,8 @@ constexpr int kWarps = 8;            // warps per thread block in the tiled kern
 // contiguous [B, n, d] (bias [d], mask [B, n]); lse is float (double for double inputs).
 template <typename T, typename A>
 struct Args {
+  using Scalar = T;
+  using Accumulator = A;
   const T* dep;
   const T* head;
   const T* value;
@@ -74,9 +76,6 @@ __device__ __forceinline__ A pos_inf() {
   return std::numeric_limits<A>::infinity();
 }
 
-__device__ __forceinline__ bool is_real(const bool* mask, int64_t row) {
-  return mask == nullptr || mask[row];
-}
 
 // Keeps a loaded value's load where the source puts it: an empty asm that reads and writes x's
 // bits, so the compiler cannot sink the load into the branch that uses it (it did, and undid
@@ -107,6 +106,10 @@ __device__ __forceinline__ void pin(V& x) {
 // A row's mask byte as an int (nonzero: real), tested only where it is used.
 __device__ __forceinline__ int mask_byte(const bool* mask, int64_t row) {
   return mask == nullptr ? 1 : reinterpret_cast<const unsigned char*>(mask)[row];
+}
+
+__device__ __forceinline__ bool is_real(const bool* mask, int64_t row) {
+  return mask_byte(mask, row) != 0;
 }
 
 // Compile-time direction rule for the unrolled small-block kernels (same as key_range).
@@ -153,6 +156,79 @@ struct Softmax {
   __device__ __forceinline__ A lse() const { return log_sum_exp2(m2, sum); }
 };
 
+// Rows as loaded (KeyLoad, QueryLoad) hold the raw inputs, and their mask byte travels beside
+// them (mask_byte). The kernels load rows ahead of their use (stream_rows, and the small
+// kernels' load loops) and convert them where they use them (key_values, query_values):
+// converting at the load would wait for the load right there.
+
+// One key row as loaded: dep and value.
+template <typename T>
+struct KeyLoad {
+  T dep, value;
+  __device__ __forceinline__ void pin_loads() {
+    pin(dep);
+    pin(value);
+  }
+};
+
+// A key row's values as the kernels use them: xk = dep / c, and value.
+template <typename A>
+struct KeyRow {
+  A xk, v;
+};
+
+template <typename T, typename A>
+__device__ __forceinline__ KeyLoad<T> load_key(const Args<T, A>& p, int64_t row, int64_t k) {
+  const int64_t off = row * p.d + k;
+  return {p.dep[off], p.value[off]};
+}
+
+template <typename T, typename A>
+__device__ __forceinline__ KeyRow<A> key_values(const Args<T, A>& p, const KeyLoad<T>& raw) {
+  return {static_cast<A>(raw.dep) * p.inv_c, static_cast<A>(raw.value)};
+}
+
+// xq = (head + bias) / c of a query row.
+template <typename T, typename A>
+__device__ __forceinline__ A query_x(const Args<T, A>& p, T head, A qbias) {
+  return (static_cast<A>(head) + qbias) * p.inv_c;
+}
+
+// One query row as loaded for the backward kernels: head, grad_out, the saved output and lse.
+// A padding row's values are loaded (the rows exist) but never used.
+template <typename T, typename A>
+struct QueryLoad {
+  T head, grad_out, out;
+  A lse;
+  __device__ __forceinline__ void pin_loads() {
+    pin(head);
+    pin(grad_out);
+    pin(out);
+    pin(lse);
+  }
+};
+
+// A query row's values as the backward kernels use them: xq, the upstream gradient g, the
+// saved output o, and the saved lse in base 2.
+template <typename A>
+struct QueryRow {
+  A xq, g, o, l2;
+};
+
+template <typename T, typename A>
+__device__ __forceinline__ QueryLoad<T, A> load_query(const Args<T, A>& p, int64_t row,
+                                                      int64_t k) {
+  const int64_t off = row * p.d + k;
+  return {p.head[off], p.grad_out[off], p.out_in[off], p.lse_in[off]};
+}
+
+template <typename T, typename A>
+__device__ __forceinline__ QueryRow<A> query_values(const Args<T, A>& p,
+                                                    const QueryLoad<T, A>& raw, A qbias) {
+  return {query_x(p, raw.head, qbias), static_cast<A>(raw.grad_out), static_cast<A>(raw.out),
+          raw.lse * static_cast<A>(kLog2e)};
+}
+
 // ---------------------------------------------------------------------------------------------
 // Small blocks: one thread per (batch, block, feature); grid covers B · nblocks · d threads.
 // ---------------------------------------------------------------------------------------------
@@ -190,27 +266,26 @@ __global__ void __launch_bounds__(kSmallThreads) forward_small(const Args<T, A> 
   const A qbias = p.bias ? static_cast<A>(p.bias[s.k]) : A(0);
   A xk[kSmallMax], xq[kSmallMax], v[kSmallMax];
   bool real[kSmallMax];
-  T dep[kSmallMax], head[kSmallMax], value[kSmallMax];
+  KeyLoad<T> key[kSmallMax];
+  T head[kSmallMax];
   int mask[kSmallMax];
 #pragma unroll
   for (int i = 0; i < kSmallMax; ++i) {  // every load first, all in flight together
     const int64_t row = small_row(s, i);
-    const int64_t off = row * p.d + s.k;
-    dep[i] = p.dep[off];
-    head[i] = p.head[off];
-    value[i] = p.value[off];
+    key[i] = load_key(p, row, s.k);
+    head[i] = p.head[row * p.d + s.k];
     mask[i] = mask_byte(p.mask, row);
-    pin(dep[i]);
+    key[i].pin_loads();
     pin(head[i]);
-    pin(value[i]);
     pin(mask[i]);
   }
 #pragma unroll
   for (int i = 0; i < kSmallMax; ++i) {
     real[i] = i < s.len && mask[i] != 0;
-    xk[i] = static_cast<A>(dep[i]) * p.inv_c;
-    xq[i] = (static_cast<A>(head[i]) + qbias) * p.inv_c;
-    v[i] = static_cast<A>(value[i]);
+    const KeyRow<A> kv = key_values(p, key[i]);
+    xk[i] = kv.xk;
+    v[i] = kv.v;
+    xq[i] = query_x(p, head[i], qbias);
   }
 #pragma unroll
   for (int j = 0; j < kSmallMax; ++j) {
@@ -239,43 +314,35 @@ __global__ void __launch_bounds__(kSmallThreads) backward_small(const Args<T, A>
   SmallIndex s;
   if (!small_index(p, s)) return;
   const A qbias = p.bias ? static_cast<A>(p.bias[s.k]) : A(0);
-  const A log2e = static_cast<A>(kLog2e);
   A xk[kSmallMax], xq[kSmallMax], v[kSmallMax], g[kSmallMax], o[kSmallMax], l2[kSmallMax];
   A dd[kSmallMax], dv[kSmallMax];
   bool real[kSmallMax];
-  T dep[kSmallMax], head[kSmallMax], value[kSmallMax], grad_out[kSmallMax], out[kSmallMax];
-  A lse[kSmallMax];
+  KeyLoad<T> key[kSmallMax];
+  QueryLoad<T, A> query[kSmallMax];
   int mask[kSmallMax];
 #pragma unroll
   for (int i = 0; i < kSmallMax; ++i) {  // every load first, all in flight together
     const int64_t row = small_row(s, i);
-    const int64_t off = row * p.d + s.k;
-    dep[i] = p.dep[off];
-    head[i] = p.head[off];
-    value[i] = p.value[off];
-    grad_out[i] = p.grad_out[off];
-    out[i] = p.out_in[off];
-    lse[i] = p.lse_in[off];
+    key[i] = load_key(p, row, s.k);
+    query[i] = load_query(p, row, s.k);
     mask[i] = mask_byte(p.mask, row);
-    pin(dep[i]);
-    pin(head[i]);
-    pin(value[i]);
-    pin(grad_out[i]);
-    pin(out[i]);
-    pin(lse[i]);
+    key[i].pin_loads();
+    query[i].pin_loads();
     pin(mask[i]);
   }
 #pragma unroll
   for (int i = 0; i < kSmallMax; ++i) {
     real[i] = i < s.len && mask[i] != 0;
-    xk[i] = static_cast<A>(dep[i]) * p.inv_c;
-    xq[i] = (static_cast<A>(head[i]) + qbias) * p.inv_c;
-    v[i] = static_cast<A>(value[i]);
+    const KeyRow<A> kv = key_values(p, key[i]);
+    const QueryRow<A> qv = query_values(p, query[i], qbias);
+    xk[i] = kv.xk;
+    v[i] = kv.v;
+    xq[i] = qv.xq;
     // A padding row's saved values are never used, and its d_head is head_grad(g = 0, ...) = 0
     // whatever its grad_out holds.
-    g[i] = real[i] ? static_cast<A>(grad_out[i]) : A(0);
-    o[i] = real[i] ? static_cast<A>(out[i]) : A(0);
-    l2[i] = real[i] ? lse[i] * log2e : A(0);
+    g[i] = real[i] ? qv.g : A(0);
+    o[i] = real[i] ? qv.o : A(0);
+    l2[i] = real[i] ? qv.l2 : A(0);
     dd[i] = dv[i] = A(0);
   }
 #pragma unroll
@@ -371,91 +438,27 @@ __device__ __forceinline__ Ranges ranges_of(Direction dir, const Tile& t) {
   return g;
 }
 
-// Rows as loaded (KeyLoad, QueryLoad) hold the raw inputs; stream_rows keeps them in registers
-// for one iteration, and the kernels convert them where they use them (key_values,
-// query_values). Converting at the load would wait for the load right there.
-
-// One key row as loaded: dep, value and the mask byte.
-template <typename T>
-struct KeyLoad {
-  T dep, value;
-  int real;
-  __device__ __forceinline__ void pin_loads() {
-    pin(dep);
-    pin(value);
-    pin(real);
-  }
-};
-
-// A key row's values as the row-tile kernels use them: xk = dep / c, and value.
-template <typename A>
-struct KeyRow {
-  A xk, v;
-};
-
-template <typename T, typename A>
-__device__ __forceinline__ KeyLoad<T> load_key(const Args<T, A>& p, int64_t base, int64_t i,
-                                               int64_t k) {
-  const int64_t off = (base + i) * p.d + k;
-  return {p.dep[off], p.value[off], mask_byte(p.mask, base + i)};
-}
-
-template <typename T, typename A>
-__device__ __forceinline__ KeyRow<A> key_values(const Args<T, A>& p, const KeyLoad<T>& raw) {
-  return {static_cast<A>(raw.dep) * p.inv_c, static_cast<A>(raw.value)};
-}
-
-// One query row as loaded: head, grad_out, the saved output and lse, and the mask byte. A
-// padding row's values are loaded (the rows exist) but never used.
-template <typename T, typename A>
-struct QueryLoad {
-  T head, grad_out, out;
-  A lse;
-  int real;
-  __device__ __forceinline__ void pin_loads() {
-    pin(head);
-    pin(grad_out);
-    pin(out);
-    pin(lse);
-    pin(real);
-  }
-};
-
-// A query row's values as the key-tile kernel uses them: xq = (head + bias) / c, the upstream
-// gradient g, the saved output o, and the saved lse in base 2.
-template <typename A>
-struct QueryRow {
-  A xq, g, o, l2;
-};
-
-template <typename T, typename A>
-__device__ __forceinline__ QueryLoad<T, A> load_query(const Args<T, A>& p, int64_t base,
-                                                      int64_t j, int64_t k) {
-  const int64_t off = (base + j) * p.d + k;
-  return {p.head[off], p.grad_out[off], p.out_in[off], p.lse_in[off], mask_byte(p.mask, base + j)};
-}
-
-template <typename T, typename A>
-__device__ __forceinline__ QueryRow<A> query_values(const Args<T, A>& p,
-                                                    const QueryLoad<T, A>& raw, A qbias) {
-  return {(static_cast<A>(raw.head) + qbias) * p.inv_c, static_cast<A>(raw.grad_out),
-          static_cast<A>(raw.out), raw.lse * static_cast<A>(kLog2e)};
-}
-
-// Streams rows [lo, hi) of one sequence: use(i, row) for each real row i, where row = load(i)
-// is the row as loaded (KeyLoad, QueryLoad), held in registers. Row i + 1 is loaded before row
-// i's math runs, so its L1 latency hides behind that math: without this, Nsight Compute showed the tiled kernels waiting on L1 loads for over
-// half of their cycles at 4 warps per scheduler (bench/RESULTS.md). The rows all exist, so the
-// last one is loaded twice rather than tested.
+// Streams rows [lo, hi) of the sequence whose first row is `base`: use(i, row) for each real
+// row i, where row = load(base + i) is the row as loaded (KeyLoad, QueryLoad), held in
+// registers with its mask byte. Row i + 1 is loaded before row i's math runs, so its L1 latency
+// hides behind that math: without this, Nsight Compute showed the tiled kernels waiting on L1
+// loads for over half of their cycles at 4 warps per scheduler (bench/RESULTS.md). The rows all
+// exist, so the last one is loaded twice rather than tested.
 template <typename Load, typename Use>
-__device__ __forceinline__ void stream_rows(int64_t lo, int64_t hi, Load&& load, Use&& use) {
+__device__ __forceinline__ void stream_rows(const bool* mask, int64_t base, int64_t lo,
+                                            int64_t hi, Load&& load, Use&& use) {
   if (lo >= hi) return;
-  auto next = load(lo);
+  auto next = load(base + lo);
+  int next_real = mask_byte(mask, base + lo);
   for (int64_t i = lo; i < hi; ++i) {
     const auto row = next;
-    next = load(min(i + 1, hi - 1));
+    const int real = next_real;
+    const int64_t following = base + min(i + 1, hi - 1);
+    next = load(following);
+    next_real = mask_byte(mask, following);
     next.pin_loads();
-    if (row.real != 0) use(i, row);
+    pin(next_real);
+    if (real != 0) use(i, row);
   }
 }
 
@@ -479,7 +482,7 @@ __global__ void __launch_bounds__(kWarps * 32)
     xq[q] = A(0);
     if (q < t.nq) {
       real[q] = is_real(p.mask, t.base + t.j0 + q);
-      xq[q] = (static_cast<A>(p.head[(t.base + t.j0 + q) * p.d + k]) + qbias) * p.inv_c;
+      xq[q] = query_x(p, p.head[(t.base + t.j0 + q) * p.d + k], qbias);
     }
     sm[q].init(p.a);
     keys[q] = 0;
@@ -488,7 +491,7 @@ __global__ void __launch_bounds__(kWarps * 32)
   if (any_real) {
     const Ranges g = ranges_of(p.dir, t);
     int full = 0;  // real keys that every row of the tile attends
-    const auto key_at = [&](int64_t i) { return load_key(p, t.base, i, k); };
+    const auto key_at = [&](int64_t row) { return load_key(p, row, k); };
     const auto every_row = [&](int64_t, const KeyLoad<T>& raw) {
       ++full;
       const KeyRow<A> key = key_values(p, raw);
@@ -497,10 +500,9 @@ __global__ void __launch_bounds__(kWarps * 32)
         sm[q].add(tanh_fast(key.xk + xq[q]), key.v, p.a);
       }
     };
-    stream_rows(g.f1_lo, g.f1_hi, key_at, every_row);
-    stream_rows(g.f2_lo, g.f2_hi, key_at, every_row);
-    // The <= kT keys on the tile's diagonal, pair by pair.
-    stream_rows(g.e_lo, g.e_hi, key_at, [&](int64_t i, const KeyLoad<T>& raw) {
+    stream_rows(p.mask, t.base, g.f1_lo, g.f1_hi, key_at, every_row);
+    stream_rows(p.mask, t.base, g.f2_lo, g.f2_hi, key_at, every_row);
+    const auto allowed_rows = [&](int64_t i, const KeyLoad<T>& raw) {  // pair by pair
       const KeyRow<A> key = key_values(p, raw);
 #pragma unroll
       for (int q = 0; q < kT; ++q) {
@@ -509,7 +511,8 @@ __global__ void __launch_bounds__(kWarps * 32)
           sm[q].add(tanh_fast(key.xk + xq[q]), key.v, p.a);
         }
       }
-    });
+    };
+    stream_rows(p.mask, t.base, g.e_lo, g.e_hi, key_at, allowed_rows);  // the <= kT diagonal keys
 #pragma unroll
     for (int q = 0; q < kT; ++q) keys[q] += full;
   }
@@ -547,7 +550,7 @@ __global__ void __launch_bounds__(kWarps * 32)
     if (q < t.nq) {
       const int64_t off = (t.base + t.j0 + q) * p.d + k;
       real[q] = is_real(p.mask, t.base + t.j0 + q);
-      xq[q] = (static_cast<A>(p.head[off]) + qbias) * p.inv_c;
+      xq[q] = query_x(p, p.head[off], qbias);
       if (real[q]) {
         o[q] = static_cast<A>(p.out_in[off]);
         l2[q] = p.lse_in[off] * log2e;
@@ -561,22 +564,22 @@ __global__ void __launch_bounds__(kWarps * 32)
       const A th = tanh_fast(key.xk + xq[q]);
       head_grad_accumulate(shifted_exp2(th, p.a, l2[q]), key.v, o[q], th, ha[q], hs[q], hr[q]);
     };
-    const auto key_at = [&](int64_t i) { return load_key(p, t.base, i, k); };
+    const auto key_at = [&](int64_t row) { return load_key(p, row, k); };
     const auto every_row = [&](int64_t, const KeyLoad<T>& raw) {
       const KeyRow<A> key = key_values(p, raw);
 #pragma unroll
       for (int q = 0; q < kT; ++q) add_key(q, key);
     };
-    stream_rows(r.f1_lo, r.f1_hi, key_at, every_row);
-    stream_rows(r.f2_lo, r.f2_hi, key_at, every_row);
-    // The <= kT keys on the tile's diagonal, pair by pair.
-    stream_rows(r.e_lo, r.e_hi, key_at, [&](int64_t i, const KeyLoad<T>& raw) {
+    stream_rows(p.mask, t.base, r.f1_lo, r.f1_hi, key_at, every_row);
+    stream_rows(p.mask, t.base, r.f2_lo, r.f2_hi, key_at, every_row);
+    const auto allowed_rows = [&](int64_t i, const KeyLoad<T>& raw) {  // pair by pair
       const KeyRow<A> key = key_values(p, raw);
 #pragma unroll
       for (int q = 0; q < kT; ++q) {
         if (real[q] && pair_allowed(p.dir, i, t.j0 + q, t.start, t.end)) add_key(q, key);
       }
-    });
+    };
+    stream_rows(p.mask, t.base, r.e_lo, r.e_hi, key_at, allowed_rows);  // the <= kT diagonal keys
   }
 #pragma unroll
   for (int q = 0; q < kT; ++q) {
@@ -624,30 +627,30 @@ __global__ void __launch_bounds__(kWarps * 32)
     real[q] = false;
     xk[q] = v[q] = dd[q] = dv[q] = A(0);
     if (q < t.nq) {
-      const int64_t off = (t.base + t.j0 + q) * p.d + k;
       real[q] = is_real(p.mask, t.base + t.j0 + q);
-      xk[q] = static_cast<A>(p.dep[off]) * p.inv_c;
-      v[q] = static_cast<A>(p.value[off]);
+      const KeyRow<A> key = key_values(p, load_key(p, t.base + t.j0 + q, k));
+      xk[q] = key.xk;
+      v[q] = key.v;
     }
     any_real |= real[q];
   }
   if (any_real) {
     const Ranges r = ranges_of(kdir, t);
-    const auto query_at = [&](int64_t j) { return load_query(p, t.base, j, k); };
+    const auto query_at = [&](int64_t row) { return load_query(p, row, k); };
     const auto every_key = [&](int64_t, const QueryLoad<T, A>& raw) {
       dkey_one_query(query_values(p, raw, qbias), p.a, xk, v, dd, dv, nullptr);
     };
-    stream_rows(r.f1_lo, r.f1_hi, query_at, every_key);
-    stream_rows(r.f2_lo, r.f2_hi, query_at, every_key);
-    // The <= kT queries on the tile's diagonal, pair by pair.
-    stream_rows(r.e_lo, r.e_hi, query_at, [&](int64_t j, const QueryLoad<T, A>& raw) {
+    stream_rows(p.mask, t.base, r.f1_lo, r.f1_hi, query_at, every_key);
+    stream_rows(p.mask, t.base, r.f2_lo, r.f2_hi, query_at, every_key);
+    const auto allowed_keys = [&](int64_t j, const QueryLoad<T, A>& raw) {  // pair by pair
       bool allow[kT];
 #pragma unroll
       for (int q = 0; q < kT; ++q) {
         allow[q] = q < t.nq && pair_allowed(p.dir, t.j0 + q, j, t.start, t.end);
       }
       dkey_one_query(query_values(p, raw, qbias), p.a, xk, v, dd, dv, allow);
-    });
+    };
+    stream_rows(p.mask, t.base, r.e_lo, r.e_hi, query_at, allowed_keys);  // the diagonal queries
   }
 #pragma unroll
   for (int q = 0; q < kT; ++q) {

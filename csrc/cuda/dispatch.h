@@ -37,28 +37,33 @@ const T* data_or_null(const std::optional<at::Tensor>& t) {
   return t.has_value() ? t->data_ptr<T>() : nullptr;
 }
 
-// The fields of Args shared by forward and backward, from contiguous tensors. Inputs of type
-// T accumulate in A (float, or double for double).
-template <typename T, typename A>
-Args<T, A> base_args(const at::Tensor& dep, const at::Tensor& head, const at::Tensor& value,
-                     const std::optional<at::Tensor>& bias, const std::optional<at::Tensor>& mask,
-                     int64_t block_len, const std::string& direction, double scale) {
-  Args<T, A> a{};
-  a.dep = dep.data_ptr<T>();
-  a.head = head.data_ptr<T>();
-  a.value = value.data_ptr<T>();
-  a.bias = data_or_null<T>(bias);
-  a.mask = data_or_null<bool>(mask);
-  a.B = dep.size(0);
-  a.n = dep.size(1);
-  a.d = dep.size(2);
-  a.r = resolve_block_len(block_len, a.n);
-  a.nblocks = ceil_div(a.n, a.r);
-  a.dir = direction_from_string(direction);
-  a.c = static_cast<A>(scale);
-  a.inv_c = static_cast<A>(1.0 / scale);
-  a.a = static_cast<A>(scale * kLog2e);
-  return a;
+// Calls f(args): the Args of dep's dtype (inputs of type T accumulate in Accumulate<T>) with
+// the fields forward and backward share, from contiguous tensors; f sets its own pointers.
+template <typename F>
+void with_base_args(const at::Tensor& dep, const at::Tensor& head, const at::Tensor& value,
+                    const std::optional<at::Tensor>& bias, const std::optional<at::Tensor>& mask,
+                    int64_t block_len, const std::string& direction, double scale, F&& f) {
+  const auto dtype = dep.scalar_type();  // checked to be floating by the op, before any work
+  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, dtype, "masked_block_attn", [&] {
+    using T = scalar_t;
+    using A = Accumulate<T>;
+    Args<T, A> a{};
+    a.dep = dep.data_ptr<T>();
+    a.head = head.data_ptr<T>();
+    a.value = value.data_ptr<T>();
+    a.bias = data_or_null<T>(bias);
+    a.mask = data_or_null<bool>(mask);
+    a.B = dep.size(0);
+    a.n = dep.size(1);
+    a.d = dep.size(2);
+    a.r = resolve_block_len(block_len, a.n);
+    a.nblocks = ceil_div(a.n, a.r);
+    a.dir = direction_from_string(direction);
+    a.c = static_cast<A>(scale);
+    a.inv_c = static_cast<A>(1.0 / scale);
+    a.a = static_cast<A>(scale * kLog2e);
+    f(a);
+  });
 }
 
 // A launch: grid (gx, gy) of thread blocks of (bx, by) threads. The tiled kernels also take
@@ -157,21 +162,19 @@ void dispatch_backward(const Args<T, A>& a, TiledOptions opt, Launch&& launch) {
 }
 
 // The forward on contiguous tensors, into out and lse allocated by the caller ([B, n, d], lse in
-// lse_dtype): the Args of dep's dtype, then dispatch_forward.
+// lse_dtype).
 template <typename Launch>
 void run_forward(const at::Tensor& dep, const at::Tensor& head, const at::Tensor& value,
                  const std::optional<at::Tensor>& bias, const std::optional<at::Tensor>& mask,
                  int64_t block_len, const std::string& direction, double scale, TiledOptions opt,
                  at::Tensor& out, at::Tensor& lse, Launch&& launch) {
-  const auto dtype = dep.scalar_type();
-  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, dtype, "masked_block_attn_fwd", [&] {
-    using A = Accumulate<scalar_t>;
-    Args<scalar_t, A> a =
-        base_args<scalar_t, A>(dep, head, value, bias, mask, block_len, direction, scale);
-    a.out = out.data_ptr<scalar_t>();
-    a.lse = lse.data_ptr<A>();
+  const auto forward = [&](auto a) {
+    using T = typename decltype(a)::Scalar;
+    a.out = out.data_ptr<T>();
+    a.lse = lse.data_ptr<typename decltype(a)::Accumulator>();
     dispatch_forward(a, scale, opt, launch);
-  });
+  };
+  with_base_args(dep, head, value, bias, mask, block_len, direction, scale, forward);
 }
 
 // The backward on contiguous tensors, into d_dep, d_head and d_value allocated by the caller.
@@ -182,19 +185,17 @@ void run_backward(const at::Tensor& grad_out, const at::Tensor& dep, const at::T
                   const at::Tensor& lse, int64_t block_len, const std::string& direction,
                   double scale, TiledOptions opt, at::Tensor& d_dep, at::Tensor& d_head,
                   at::Tensor& d_value, Launch&& launch) {
-  const auto dtype = dep.scalar_type();
-  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, dtype, "masked_block_attn_bwd", [&] {
-    using A = Accumulate<scalar_t>;
-    Args<scalar_t, A> a =
-        base_args<scalar_t, A>(dep, head, value, bias, mask, block_len, direction, scale);
-    a.grad_out = grad_out.data_ptr<scalar_t>();
-    a.out_in = out.data_ptr<scalar_t>();
-    a.lse_in = lse.data_ptr<A>();
-    a.d_dep = d_dep.data_ptr<scalar_t>();
-    a.d_head = d_head.data_ptr<scalar_t>();
-    a.d_value = d_value.data_ptr<scalar_t>();
+  const auto backward = [&](auto a) {
+    using T = typename decltype(a)::Scalar;
+    a.grad_out = grad_out.data_ptr<T>();
+    a.out_in = out.data_ptr<T>();
+    a.lse_in = lse.data_ptr<typename decltype(a)::Accumulator>();
+    a.d_dep = d_dep.data_ptr<T>();
+    a.d_head = d_head.data_ptr<T>();
+    a.d_value = d_value.data_ptr<T>();
     dispatch_backward(a, opt, launch);
-  });
+  };
+  with_base_args(dep, head, value, bias, mask, block_len, direction, scale, backward);
 }
 
 }  // namespace blosa::cuda
