@@ -6,7 +6,8 @@
 # device.txt, sfu.md, rates.md, rates.json, tests_cuda.log, cuda_errors.json, tests_triton.log,
 # ncu.txt (eight files, the most the device tool returns).
 # Each step has a timeout (SFU_TIMEOUT, RATES_TIMEOUT, CUDA_TESTS_TIMEOUT, TRITON_TESTS_TIMEOUT)
-# so that the whole check, an 80 s build included, ends inside a 10-minute device call.
+# so that the whole check, a build of about 2-3 minutes included, ends inside a 10-minute
+# device call.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 PY=${PY:-python3}
@@ -43,31 +44,31 @@ sfu_status=$?
 
 step "kernel rates"
 timeout ${RATES_TIMEOUT:-150} $PY bench/gpu_rates.py --out "$LOG/rates.json" \
-  --cuda-variants tile4 > "$LOG/rates.md" 2>&1
+  --cuda-variants tile4,fused,staged,staged+fused,tile4+staged+fused > "$LOG/rates.md" 2>&1
 rates_status=$?
 
 step "GPU tests"
-BLOSA_CUDA_ERR_LOG="$LOG/cuda_errors.json" timeout ${CUDA_TESTS_TIMEOUT:-100} $PY -m pytest \
+BLOSA_CUDA_ERR_LOG="$LOG/cuda_errors.json" timeout ${CUDA_TESTS_TIMEOUT:-140} $PY -m pytest \
   tests/test_cuda.py tests/test_nn_cuda.py -q -rs --maxfail=20 -p no:cacheprovider > "$LOG/tests_cuda.log" 2>&1
 tests_status=$?
 tail -25 "$LOG/tests_cuda.log"
 step "Triton GPU tests"
-timeout ${TRITON_TESTS_TIMEOUT:-170} $PY -m pytest tests/triton -q -rs --maxfail=20 -p no:cacheprovider \
+timeout ${TRITON_TESTS_TIMEOUT:-120} $PY -m pytest tests/triton -q -rs --maxfail=20 -p no:cacheprovider \
   > "$LOG/tests_triton.log" 2>&1
 triton_status=$?
 tail -25 "$LOG/tests_triton.log"
 
 # Which unit holds each CUDA kernel back: Nsight Compute's summary sections (the five kernels,
-# then the one-block forward with padding), where ncu can read the counters (not on every
+# the one-block forward with padding, the fused backward, the staged forward), where ncu can read the counters (not on every
 # machine; a failure here does not fail the check).
 NCU=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | tail -1)
 if [ -n "$NCU" ]; then
   step "ncu ($NCU)"
-  timeout ${NCU_TIMEOUT:-60} "$NCU" --clock-control none --kernel-name regex:'_small|_tiled' \
-    --launch-count 6 --section SpeedOfLight --section ComputeWorkloadAnalysis \
+  timeout ${NCU_TIMEOUT:-60} "$NCU" --clock-control none --kernel-name regex:'_small|_tiled|_sums|_staged' \
+    --launch-count 9 --section SpeedOfLight --section ComputeWorkloadAnalysis \
     --section WarpStateStats --section Occupancy $PY bench/ncu_kernels.py > "$LOG/ncu.txt" 2>&1
   echo "ncu exit $? (report in ncu.txt)"
-  grep -E "forward_|backward_|Duration|Throughput|Achieved Occupancy|Issue Slots Busy|Registers Per" \
+  grep -E "forward_|backward_|_sums|Duration|Throughput|Achieved Occupancy|Issue Slots Busy|Registers Per" \
     "$LOG/ncu.txt" | cut -c1-120 | head -70
 fi
 

@@ -103,22 +103,33 @@ def measure(backend, dtype, B, n, d, block_len, mode):
     return ms, peak, kernels
 
 
-TUNING_VARIABLES = ("BLOSA_CUDA_TILE",)  # read by the CUDA launcher at every call
+# Read by the CUDA launcher at every call (csrc/cuda/masked_block_attn_cuda.cu).
+TUNING_VARIABLES = ("BLOSA_CUDA_TILE", "BLOSA_CUDA_BACKWARD", "BLOSA_CUDA_FORWARD")
 
 
 def variant_env(variant: str) -> dict[str, str]:
-    """Environment of a CUDA kernel variant named like "tile4": tileN sets BLOSA_CUDA_TILE=N
-    (csrc/cuda/masked_block_attn_cuda.cu)."""
-    if variant.startswith("tile") and variant[4:].isdigit():
-        return {"BLOSA_CUDA_TILE": variant[4:]}
-    raise ValueError(f"unknown CUDA variant {variant!r} (tileN)")
+    """Environment of a CUDA kernel variant: "+"-joined parts, "tileN" (BLOSA_CUDA_TILE=N),
+    "fused" (BLOSA_CUDA_BACKWARD=fused) and "staged" (BLOSA_CUDA_FORWARD=staged), e.g.
+    "tile4+fused"."""
+    env = {}
+    for part in variant.split("+"):
+        if part.startswith("tile") and part[4:].isdigit():
+            env["BLOSA_CUDA_TILE"] = part[4:]
+        elif part == "fused":
+            env["BLOSA_CUDA_BACKWARD"] = "fused"
+        elif part == "staged":
+            env["BLOSA_CUDA_FORWARD"] = "staged"
+        else:
+            raise ValueError(f"unknown CUDA variant part {part!r} in {variant!r} "
+                             "(tileN, fused, staged)")
+    return env
 
 
 def jobs(backends, cuda_variants):
     """(label, backend, variant environment, dtype name, config, mode) of every measurement:
     each backend on every config; after the CUDA backend's own, each CUDA kernel variant in
-    float32 on the one-block config (the variants change only the tiled kernels, which blocks
-    longer than 8 use), so that a slow first Triton compile cannot crowd them out."""
+    every dtype on the one-block config (the variants change only the tiled kernels, which
+    blocks longer than 8 use), so that a slow first Triton compile cannot crowd them out."""
     one_block = next(c for c in CONFIGS if c[0] == "one block")
     for backend in backends:
         for dname in DTYPES:
@@ -127,8 +138,10 @@ def jobs(backends, cuda_variants):
                     yield backend, backend, {}, dname, config, mode
         if backend == "cuda":
             for variant in cuda_variants:
-                for mode in one_block[5]:
-                    yield f"cuda {variant}", "cuda", variant_env(variant), "float32", one_block, mode
+                for dname in DTYPES:
+                    for mode in one_block[5]:
+                        yield (f"cuda {variant}", "cuda", variant_env(variant), dname, one_block,
+                               mode)
 
 
 def main(argv=None):
@@ -137,7 +150,7 @@ def main(argv=None):
     ap.add_argument("--backends", default=",".join(BACKENDS))
     ap.add_argument("--cuda-variants", default="",
                     help="comma-separated CUDA kernel variants to compare with the default, "
-                         "e.g. tile4")
+                         "e.g. tile4,fused,staged+fused")
     args = ap.parse_args(argv)
     if not torch.cuda.is_available():
         print("no CUDA device; nothing to measure")

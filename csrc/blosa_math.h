@@ -107,6 +107,22 @@ template <typename T> BLOSA_HD void head_grad_accumulate(T p, T v, T o, T t, T& 
   r += p * dv;
 }
 
+// One pair's terms for both sides at once (the fused CUDA backward): the query's head_grad sums
+// (a, s, r) as head_grad_accumulate, and the key's d_dep += grad_z and d_value += p * g, from
+// one recomputed p and t. grad_z = (p w (v - o)) * g here, the product head_grad's a also uses.
+template <typename T>
+BLOSA_HD void pair_grad_accumulate(T p, T t, T v, T o, T g, T& a, T& s, T& r, T& d_dep,
+                                   T& d_value) {
+  const T dv = v - o;
+  const T pw = p * (T(1) - t * t);
+  const T pwdv = pw * dv;
+  a += pwdv;
+  s += pw;
+  r += p * dv;
+  d_dep += pwdv * g;
+  d_value += p * g;
+}
+
 // d_head[j] from the sums of head_grad_accumulate; 0 when the query has no key (a = s = r = 0).
 template <typename T> BLOSA_HD T head_grad(T g, T a, T s, T r) { return g * (a - r * s); }
 

@@ -32,16 +32,26 @@ def test_element_count_matches_the_reference(direction, n, block_len):
     assert gpu_rates.elements(B, n, d, block_len, direction) == counted_by_reference(B, n, d, block_len, direction)
 
 
-def test_variant_sweep_runs_cuda_float32_one_block_only():
-    jobs = list(gpu_rates.jobs(["cuda", "triton"], ["tile4", "tile8"]))
+def test_variant_sweep_runs_cuda_one_block_only():
+    jobs = list(gpu_rates.jobs(["cuda", "triton"], ["tile4", "tile8+fused"]))
     swept = [j for j in jobs if j[2]]
-    assert [j[2] for j in swept] == [{"BLOSA_CUDA_TILE": "4"}] * 2 + [{"BLOSA_CUDA_TILE": "8"}] * 2
-    assert all(j[1] == "cuda" and j[3] == "float32" and j[4][0] == "one block" for j in swept)
+    # each variant: 2 dtypes x 2 modes
+    assert [j[2] for j in swept] == ([{"BLOSA_CUDA_TILE": "4"}] * 4
+                                     + [{"BLOSA_CUDA_TILE": "8", "BLOSA_CUDA_BACKWARD": "fused"}] * 4)
+    assert [j[3] for j in swept] == ["float32", "float32", "bfloat16", "bfloat16"] * 2
+    assert all(j[1] == "cuda" and j[4][0] == "one block" for j in swept)
     assert len(jobs) == 2 * 2 * 5 + len(swept)  # every backend: 2 dtypes x 5 (config, mode)
     first_triton = next(i for i, j in enumerate(jobs) if j[1] == "triton")
     assert all(jobs.index(j) < first_triton for j in swept)  # before Triton's slow compiles
 
 
-def test_unknown_variant_is_named():
-    with pytest.raises(ValueError, match="'tile'"):
-        gpu_rates.variant_env("tile")
+def test_variants_combine():
+    assert gpu_rates.variant_env("tile4+staged+fused") == {
+        "BLOSA_CUDA_TILE": "4", "BLOSA_CUDA_FORWARD": "staged", "BLOSA_CUDA_BACKWARD": "fused"}
+
+
+@pytest.mark.parametrize("variant, part", [("tile", "'tile'"), ("fused+tilex", "'tilex'"),
+                                           ("tile4+split", "'split'")])
+def test_unknown_variant_is_named(variant, part):
+    with pytest.raises(ValueError, match=part):
+        gpu_rates.variant_env(variant)

@@ -131,13 +131,62 @@ def test_tiles_of_4_rows(monkeypatch, dtype, direction):
         check(dtype, direction, block_len, "holes", n=n)
 
 
-@pytest.mark.parametrize("value", ["5", "16", "eight"])
-def test_bad_tuning_switch_is_named(monkeypatch, value):
-    message = f"BLOSA_CUDA_TILE must be 4 or 8, got '{value}'"
-    monkeypatch.setenv("BLOSA_CUDA_TILE", value)
-    x = torch.randn(1, 12, 3, device=DEV)
+@pytest.mark.parametrize("tile", ("4", "8"))
+@pytest.mark.parametrize("direction", DIRECTIONS)
+@pytest.mark.parametrize("dtype", (torch.float32, torch.bfloat16, torch.float16), ids=str)
+def test_fused_backward(monkeypatch, dtype, direction, tile):
+    # BLOSA_CUDA_BACKWARD=fused: one span (45 keys, or 20 and 13 in blocks), several spans
+    # (150 and 300 keys: 32- or 64-key spans) and more than 8 spans with tile 4 (300 keys; the
+    # split backward then runs).
+    monkeypatch.setenv("BLOSA_CUDA_BACKWARD", "fused")
+    monkeypatch.setenv("BLOSA_CUDA_TILE", tile)
+    for n, block_len, mask_kind in ((45, 20, "holes"), (37, 13, "empty_row"), (45, 0, "none"),
+                                    (150, 0, "right_pad"), (300, 0, "holes")):
+        check(dtype, direction, block_len, mask_kind, n=n, B=2, d=40)
+
+
+@pytest.mark.parametrize("backward", ("split", "fused"))
+@pytest.mark.parametrize("tile", ("4", "8"))
+@pytest.mark.parametrize("direction", DIRECTIONS)
+@pytest.mark.parametrize("dtype", (torch.float32, torch.bfloat16, torch.float64), ids=str)
+def test_staged_forward(monkeypatch, dtype, direction, tile, backward):
+    # BLOSA_CUDA_FORWARD=staged: one span of queries (up to 32 or 64), several (150 and 300),
+    # padding, rows with no key, and both pivot paths (the scale is drawn per case).
+    monkeypatch.setenv("BLOSA_CUDA_FORWARD", "staged")
+    monkeypatch.setenv("BLOSA_CUDA_BACKWARD", backward)
+    monkeypatch.setenv("BLOSA_CUDA_TILE", tile)
+    for n, block_len, mask_kind in ((45, 20, "holes"), (37, 13, "empty_row"), (45, 0, "none"),
+                                    (150, 0, "right_pad"), (300, 0, "holes")):
+        check(dtype, direction, block_len, mask_kind, n=n, B=2, d=40)
+
+
+@pytest.mark.parametrize("n", (45, 300))
+def test_fused_backward_is_deterministic(monkeypatch, n):
+    monkeypatch.setenv("BLOSA_CUDA_BACKWARD", "fused")
+    gen = generator_for("det-fused", n)
+    inputs, mask, grad_out = make_case(4, n, 96, gen, True, "right_pad")
+    xs = [t.to(DEV, torch.float32) for t in inputs]
+    m, g = mask.to(DEV), grad_out.to(DEV, torch.float32)
+    out, lse = torch.ops.blosa.masked_block_attn_fwd(*xs, m, 0, "diag", 5.0)
+    first = torch.ops.blosa.masked_block_attn_bwd(g, *xs, m, out, lse, 0, "diag", 5.0)
+    for _ in range(3):
+        again = torch.ops.blosa.masked_block_attn_bwd(g, *xs, m, out, lse, 0, "diag", 5.0)
+        for a, b in zip(first, again):
+            assert torch.equal(a, b)
+
+
+@pytest.mark.parametrize("variable, value, message", [
+    ("BLOSA_CUDA_TILE", "5", "BLOSA_CUDA_TILE must be 4 or 8, got '5'"),
+    ("BLOSA_CUDA_TILE", "16", "BLOSA_CUDA_TILE must be 4 or 8, got '16'"),
+    ("BLOSA_CUDA_TILE", "eight", "BLOSA_CUDA_TILE must be 4 or 8, got 'eight'"),
+    ("BLOSA_CUDA_BACKWARD", "fast", "BLOSA_CUDA_BACKWARD must be split or fused, got 'fast'"),
+    ("BLOSA_CUDA_FORWARD", "shared", "BLOSA_CUDA_FORWARD must be stream or staged, got 'shared'"),
+])
+def test_bad_tuning_switch_is_named(monkeypatch, variable, value, message):
+    monkeypatch.setenv(variable, value)
+    x = torch.randn(1, 12, 3, device=DEV, requires_grad=True)
     with pytest.raises(ValueError, match=message):
-        masked_block_attn(x, x, x, None, None, 0, "forward", backend="cuda")
+        masked_block_attn(x, x, x, None, None, 0, "forward", backend="cuda").sum().backward()
 
 
 @pytest.mark.parametrize("scale", (0.5, 5.0, 39.0, 41.0, 100.0))

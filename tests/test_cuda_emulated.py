@@ -1,10 +1,11 @@
 """The CUDA C++ kernels, run on the CPU thread by thread, against the float64 reference.
 
-tests/cuda_emulation/ builds csrc/cuda/attn_kernels.cuh and dispatch.h for the CPU: the same
-kernel choice, template arguments, launch geometry, indexing, tiling and masking as on a GPU,
-with exact tanh/exp2 instead of tanh.approx/ex2.approx (host_shim.h says why running threads
-one after another is exact for these kernels). So every CI run checks the CUDA kernels' logic,
-for every tile size, without a GPU; tests/test_cuda.py checks the real thing on a GPU.
+tests/cuda_emulation/ builds csrc/cuda/*.cuh and dispatch.h for the CPU: the same kernel
+choice, template arguments, launch geometry, indexing, tiling, masking, shared memory and
+barriers as on a GPU, with exact tanh/exp2 instead of tanh.approx/ex2.approx (host_shim.h says
+why running the threads one after another, switching at each barrier, is exact for these
+kernels). So every CI run checks the CUDA kernels' logic, for every tile size and tuning
+switch, without a GPU; tests/test_cuda.py checks the real thing on a GPU.
 Outputs start as NaN, so an element that no thread writes fails.
 """
 from __future__ import annotations
@@ -62,25 +63,26 @@ def reference(inputs, mask, grad_out, settings, dtype=torch.float64):
     return [out.detach(), *torch.autograd.grad(out, leaves[:3], grad_out.to(dtype))]
 
 
-def run_emulated(ops, inputs, mask, grad_out, dtype, settings, tile):
+def run_emulated(ops, inputs, mask, grad_out, dtype, settings, tile, fused=False, staged=False):
     """out, d_dep, d_head, d_value of the emulated kernels on inputs cast to dtype."""
     xs = [None if t is None else t.to(dtype) for t in inputs]
-    out, lse = ops.fwd(*xs, mask, *settings, tile)
-    grads = ops.bwd(grad_out.to(dtype), *xs, mask, out, lse, *settings, tile)
+    out, lse = ops.fwd(*xs, mask, *settings, tile, staged)
+    grads = ops.bwd(grad_out.to(dtype), *xs, mask, out, lse, *settings, tile, fused)
     return [out, *grads], lse
 
 
 def check(ops, dtype, direction, n, block_len, mask_kind, tile, B=3, d=70, scale=None,
-          spread=2.0):
-    """Emulated kernels (tile rows per thread) against the reference, out and the three input
-    gradients."""
-    gen = generator_for("emulated", dtype, direction, n, block_len, mask_kind, tile, d, scale)
+          spread=2.0, fused=False, staged=False):
+    """Emulated kernels (tile rows per thread; the fused backward or the split one, the staged
+    forward or the streaming one) against the reference, out and the three input gradients."""
+    gen = generator_for("emulated", dtype, direction, n, block_len, mask_kind, tile, d, scale,
+                        fused, staged)
     with_bias = bool(torch.randint(0, 2, (1,), generator=gen))
     if scale is None:
         scale = (0.5, 5.0, 17.0, 100.0)[int(torch.randint(0, 4, (1,), generator=gen))]
     inputs, mask, grad_out = make_case(B, n, d, gen, with_bias, mask_kind, spread)
     settings = (block_len, direction, scale)
-    got, lse = run_emulated(ops, inputs, mask, grad_out, dtype, settings, tile)
+    got, lse = run_emulated(ops, inputs, mask, grad_out, dtype, settings, tile, fused, staged)
     want = reference(inputs, mask, grad_out, settings)
     low = dtype in (torch.float16, torch.bfloat16)
     if low:  # the flash-attention rule: at most twice the error of the reference in dtype
@@ -96,7 +98,8 @@ def check(ops, dtype, direction, n, block_len, mask_kind, tile, B=3, d=70, scale
         else:
             bound = REL[dtype] * max(size, 1.0)
         assert err <= bound, (f"{name} ({dtype}, {direction}, n={n}, r={block_len}, {mask_kind}, "
-                              f"tile {tile}, c={scale}): error {err:.3g} > {bound:.3g}")
+                              f"tile {tile}, fused {fused}, staged {staged}, c={scale}): error {err:.3g} > "
+                              f"{bound:.3g}")
     if mask is not None:  # padding queries: out 0, no gradient, lse +inf
         pad = ~mask
         assert (got[0][pad] == 0).all() and (got[2][pad] == 0).all()
@@ -128,11 +131,75 @@ def test_every_scale(emulated, n, block_len, tile, scale):
               spread=min(scale, 8.0))
 
 
+# The fused backward (float accumulation only) and the staged forward, in blocks of one span
+# and of several: a span is 8 warps of `tile` rows (32 or 64), so 100 and 150 take several.
+SPAN_SHAPES = ((11, 11), (37, 13), (45, 20), (45, 0), (100, 70), (150, 0))
+SPAN_VARIANTS = {"fused": dict(fused=True), "staged": dict(staged=True),
+                 "staged+fused": dict(staged=True, fused=True)}
+
+
+@pytest.mark.parametrize("variant", SPAN_VARIANTS)
+@pytest.mark.parametrize("mask_kind", MASK_KINDS)
+@pytest.mark.parametrize("n, block_len", SPAN_SHAPES)
+@pytest.mark.parametrize("tile", TILES)
+@pytest.mark.parametrize("direction", DIRECTIONS)
+def test_span_kernels_match_reference(emulated, direction, tile, n, block_len, mask_kind,
+                                      variant):
+    check(emulated, torch.float32, direction, n, block_len, mask_kind, tile, d=40,
+          **SPAN_VARIANTS[variant])
+
+
+# float64 takes the split backward (the fused kernel's shared memory holds float sums).
+@pytest.mark.parametrize("variant", SPAN_VARIANTS)
+@pytest.mark.parametrize("dtype", (torch.float64, torch.bfloat16, torch.float16), ids=str)
+@pytest.mark.parametrize("n, block_len, tile", ((37, 13, 8), (100, 0, 4), (150, 0, 8)))
+@pytest.mark.parametrize("direction", DIRECTIONS)
+def test_span_kernels_other_dtypes(emulated, direction, n, block_len, tile, dtype, variant):
+    check(emulated, dtype, direction, n, block_len, "holes", tile, d=40,
+          **SPAN_VARIANTS[variant])
+
+
+@pytest.mark.parametrize("n, block_len, tile", ((45, 0, 8), (100, 0, 4), (300, 0, 4)))
+def test_fused_backward_runs_where_it_applies(emulated, n, block_len, tile):
+    # Same inputs through both backwards: both match the reference (above), and they round
+    # differently (the fused one forms grad_z as (p w (v - o)) g), so equal float32 gradients
+    # mean the fused kernel did not run. Past kMaxSpans spans (300 keys in 32-key spans) the
+    # split backward runs for both.
+    gen = generator_for("fused-or-split", n, block_len, tile)
+    inputs, mask, grad_out = make_case(2, n, 24, gen, True, "holes")
+    settings = (block_len, "forward", 5.0)
+    fused, _ = run_emulated(emulated, inputs, mask, grad_out, torch.float32, settings, tile, True)
+    split, _ = run_emulated(emulated, inputs, mask, grad_out, torch.float32, settings, tile)
+    same = all(torch.equal(a, b) for a, b in zip(fused[1:], split[1:]))
+    assert same == (n == 300)
+
+
+@pytest.mark.parametrize("scale", (0.5, 39.0, 41.0, 100.0))  # both pivot paths
+def test_staged_forward_every_scale(emulated, scale):
+    for direction in ("forward", "diag"):
+        check(emulated, torch.float32, direction, 70, 0, "holes", 4, d=33, scale=scale,
+              spread=min(scale, 8.0), staged=True)
+
+
+def test_staged_forward_runs(emulated):
+    # Under "diag" forward_tiled adds a tile's diagonal keys last, the staged kernel in key
+    # order: equal float32 outputs would mean the staged kernel did not run.
+    gen = generator_for("staged-or-stream")
+    inputs, mask, grad_out = make_case(2, 45, 24, gen, True, "holes")
+    settings = (0, "diag", 5.0)
+    staged, _ = run_emulated(emulated, inputs, mask, grad_out, torch.float32, settings, 8,
+                             staged=True)
+    stream, _ = run_emulated(emulated, inputs, mask, grad_out, torch.float32, settings, 8)
+    assert not torch.equal(staged[0], stream[0])
+
+
 @pytest.mark.parametrize("n, d", [(1, 1), (1, 5), (2, 3), (9, 1), (64, 33), (129, 3)])
 @pytest.mark.parametrize("direction", DIRECTIONS)
 def test_odd_sizes(emulated, direction, n, d):
     for block_len, tile in ((3, 8), (8, 8), (9, 4), (0, 8)):
         check(emulated, torch.float64, direction, n, block_len, "holes", tile, B=2, d=d)
+        check(emulated, torch.float32, direction, n, block_len, "holes", tile, B=2, d=d,
+              fused=True, staged=True)
 
 
 def test_matches_the_cpu_kernels(emulated):
@@ -142,6 +209,6 @@ def test_matches_the_cpu_kernels(emulated):
     inputs, mask, _ = make_case(2, 30, 17, gen, True, "empty_row")
     for block_len in (4, 0):
         want = torch.ops.blosa.masked_block_attn_fwd(*inputs, mask, block_len, "diag", 5.0)
-        got = emulated.fwd(*inputs, mask, block_len, "diag", 5.0, 8)
+        got = emulated.fwd(*inputs, mask, block_len, "diag", 5.0, 8, False)
         for g, w in zip(got, want):
             torch.testing.assert_close(g, w, atol=1e-12, rtol=1e-12)

@@ -5,10 +5,11 @@
 // Every (query j, feature k) is an independent 1-D softmax over the keys i of j's block, so a
 // thread owns one feature k and a few queries (or keys) and loops over the rest in registers:
 // no shared memory, no atomics, every sum in a fixed order (deterministic backward), and extra
-// memory O(B·n·d) (out, lse, gradients). Keep it so: having no communication between threads is
-// also what lets tests/cuda_emulation/ run these kernels exactly on the CPU, one thread after
-// another, in every CI run. Lanes of a warp hold consecutive features, so every
-// load and store is coalesced along d. Two layouts:
+// memory O(B·n·d) (out, lse, gradients). (fused_backward.cuh is the one kernel that trades
+// this for fewer special-function ops: its warps share partial sums through shared memory.)
+// tests/cuda_emulation/ runs all of them exactly on the CPU, thread by thread, in every CI
+// run. Lanes of a warp hold consecutive features, so every load and store is coalesced along
+// d. Two layouts:
 //
 //  * small blocks (r <= kSmallMax): one thread per (batch, block, feature) holds the whole
 //    block in registers; the (query, key) pairs are unrolled at compile time for the direction,
@@ -20,7 +21,8 @@
 //    keys). Keys allowed to every query of the tile take the fast unpredicated path; only the
 //    <= kT keys on the tile's diagonal are tested per pair.
 //    Backward runs two such kernels: one per query tile (d_head) and one per key tile (d_dep,
-//    d_value), each recomputing p = exp(s - lse).
+//    d_value), each recomputing p = exp(s - lse); or, with BLOSA_CUDA_BACKWARD=fused, the one
+//    kernel of fused_backward.cuh.
 //
 // d_head is g · (a - r·s) (head_grad in blosa_math.h): float sums over the query's keys that
 // correct the saved output o by r = sum_i p (v_i - o). For float16/bfloat16, o is rounded to the

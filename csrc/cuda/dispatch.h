@@ -15,6 +15,8 @@
 
 #include "../op_checks.h"
 #include "attn_kernels.cuh"
+#include "fused_backward.cuh"
+#include "staged_forward.cuh"
 
 namespace blosa::cuda {
 
@@ -24,6 +26,14 @@ struct TiledOptions {
   // Rows (queries, or keys in backward) per thread: 4 or 8. 8 was the fastest forward+backward
   // on an H200 (bench/RESULTS.md); 16 was slower everywhere and is gone.
   int tile = 8;
+  // Backward of the tiled blocks in one pass (fused_backward.cuh) rather than two kernels
+  // (attn_kernels.cuh), for blocks of at most kMaxSpans spans; float accumulation only (its
+  // shared memory is sized for float sums). Off until a GPU run measures it.
+  bool fused_backward = false;
+  // Forward of the tiled blocks with the keys staged through shared memory by the whole
+  // thread block (staged_forward.cuh) rather than loaded by each warp. Off until a GPU run
+  // measures it.
+  bool staged_forward = false;
 };
 
 // The type inputs of type T accumulate in: float (double for double).
@@ -91,6 +101,30 @@ Geometry tiled_geometry(const Args<T, A>& a, int tile) {
   return g;
 }
 
+// Spans of the fused backward for this call, or 0 where the split backward runs.
+template <typename T, typename A>
+int64_t fused_spans(const Args<T, A>& a, TiledOptions opt) {
+  if (!std::is_same_v<A, float> || !opt.fused_backward || a.r <= kSmallMax) return 0;
+  const int64_t spans = ceil_div(a.r, int64_t(kWarps) * opt.tile);
+  return spans <= kMaxSpans ? spans : 0;
+}
+
+// Thread blocks of (32, kWarps) threads, one per (span, 32 features) of every sequence block.
+template <typename T, typename A>
+Geometry span_geometry(const Args<T, A>& a, int64_t spans) {
+  const Geometry g{a.B * a.nblocks * spans, ceil_div(a.d, 32), 32, kWarps};
+  TORCH_CHECK(g.gx <= std::numeric_limits<int>::max() && g.gy <= 65535,
+              "masked_block_attn: input too large");
+  return g;
+}
+
+template <typename T, typename A>
+Geometry elementwise_geometry(const Args<T, A>& a) {
+  const int64_t blocks = ceil_div(a.B * a.n * a.d, kSumThreads);
+  TORCH_CHECK(blocks <= std::numeric_limits<int>::max(), "masked_block_attn: input too large");
+  return {blocks, 1, kSumThreads, 1};
+}
+
 // Calls f(std::integral_constant<Direction, dir>) so kernels can take the direction as a
 // template argument.
 template <typename F>
@@ -129,6 +163,17 @@ void dispatch_forward(const Args<T, A>& a, double scale, TiledOptions opt, Launc
         launch(forward_small<T, A, D, false>, g, a);
       }
     });
+  } else if (opt.staged_forward) {
+    with_tile(opt.tile, [&](auto tc) {
+      constexpr int kT = decltype(tc)::value;
+      const int64_t spans = ceil_div(a.r, span_len<kT>());
+      const Geometry g = span_geometry(a, spans);
+      if (fixed) {
+        launch(forward_staged<T, A, true, kT>, g, a, spans);
+      } else {
+        launch(forward_staged<T, A, false, kT>, g, a, spans);
+      }
+    });
   } else {
     const Geometry g = tiled_geometry(a, opt.tile);
     with_tile(opt.tile, [&](auto tc) {
@@ -142,15 +187,28 @@ void dispatch_forward(const Args<T, A>& a, double scale, TiledOptions opt, Launc
   }
 }
 
-// Runs the backward: one launch for small blocks, two (query tiles, key tiles) otherwise.
+// Runs the backward: one launch for small blocks; for longer ones two (query tiles, key tiles),
+// or the fused kernel (then head_sums holds 3 · spans · B · n · d floats when spans > 1, and
+// head_grad_from_sums adds them up).
 template <typename T, typename A, typename Launch>
-void dispatch_backward(const Args<T, A>& a, TiledOptions opt, Launch&& launch) {
+void dispatch_backward(const Args<T, A>& a, TiledOptions opt, A* head_sums, Launch&& launch) {
+  const int64_t spans = fused_spans(a, opt);
   if (a.r <= kSmallMax) {
     const Geometry g = small_geometry(a);
     with_direction(a.dir, [&](auto dc) {
       constexpr Direction D = decltype(dc)::value;
       launch(backward_small<T, A, D>, g, a);
     });
+  } else if (spans > 0) {
+    if constexpr (std::is_same_v<A, float>) {
+      with_tile(opt.tile, [&](auto tc) {
+        constexpr int kT = decltype(tc)::value;
+        launch(backward_fused_tiled<T, A, kT>, span_geometry(a, spans), a, spans, head_sums);
+        if (spans > 1) {
+          launch(head_grad_from_sums<T, A, kT>, elementwise_geometry(a), a, spans, head_sums);
+        }
+      });
+    }
   } else {
     const Geometry g = tiled_geometry(a, opt.tile);
     with_tile(opt.tile, [&](auto tc) {
@@ -193,7 +251,13 @@ void run_backward(const at::Tensor& grad_out, const at::Tensor& dep, const at::T
     a.d_dep = d_dep.data_ptr<T>();
     a.d_head = d_head.data_ptr<T>();
     a.d_value = d_value.data_ptr<T>();
-    dispatch_backward(a, opt, launch);
+    using A = typename decltype(a)::Accumulator;
+    // The fused backward's per-span sums, when a block has several spans.
+    const int64_t spans = fused_spans(a, opt);
+    const at::Tensor head_sums =
+        spans > 1 ? at::empty({spans * 3 * dep.numel()}, dep.options().dtype(at::kFloat))
+                  : at::Tensor();
+    dispatch_backward(a, opt, spans > 1 ? head_sums.data_ptr<A>() : nullptr, launch);
   };
   with_base_args(dep, head, value, bias, mask, block_len, direction, scale, backward);
 }

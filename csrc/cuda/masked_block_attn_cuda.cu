@@ -36,11 +36,15 @@ void check_cuda_inputs(const at::Tensor& dep) {
 // of ATen/cuda/CUDAContext.h, which needs the cuSPARSE/cuBLAS headers that a bare toolkit (the
 // CI's pip-installed one) lacks.
 
-// Tuning switch of the tiled kernels, read at every call so that a benchmark can compare its
-// values in one process (bench/gpu_rates.py --cuda-variants):
-//   BLOSA_CUDA_TILE=4|8   rows per thread. More rows reuse each loaded key more often and keep
-//                         more independent special-function ops in flight; fewer leave more
-//                         warps per SM (fewer registers).
+// Tuning switches of the tiled kernels, read at every call so that a benchmark can compare
+// their values in one process (bench/gpu_rates.py --cuda-variants):
+//   BLOSA_CUDA_TILE=4|8             rows per thread. More rows reuse each loaded key more often
+//                                   and keep more independent special-function ops in flight;
+//                                   fewer leave more warps per SM (fewer registers).
+//   BLOSA_CUDA_BACKWARD=split|fused the backward in two kernels (default), or in one that
+//                                   computes each pair's tanh and exp once (fused_backward.cuh).
+//   BLOSA_CUDA_FORWARD=stream|staged each warp streams its keys (default), or the thread block
+//                                   stages them in shared memory (staged_forward.cuh).
 std::optional<std::string> env_value(const char* name) {
   const char* value = std::getenv(name);
   if (value == nullptr || *value == '\0') return std::nullopt;
@@ -53,6 +57,16 @@ cuda::TiledOptions tiled_options_from_env() {
     TORCH_CHECK_VALUE(*tile == "4" || *tile == "8", "BLOSA_CUDA_TILE must be 4 or 8, got '",
                       *tile, "'");
     opt.tile = std::stoi(*tile);
+  }
+  if (const auto backward = env_value("BLOSA_CUDA_BACKWARD")) {
+    TORCH_CHECK_VALUE(*backward == "split" || *backward == "fused",
+                      "BLOSA_CUDA_BACKWARD must be split or fused, got '", *backward, "'");
+    opt.fused_backward = *backward == "fused";
+  }
+  if (const auto forward = env_value("BLOSA_CUDA_FORWARD")) {
+    TORCH_CHECK_VALUE(*forward == "stream" || *forward == "staged",
+                      "BLOSA_CUDA_FORWARD must be stream or staged, got '", *forward, "'");
+    opt.staged_forward = *forward == "staged";
   }
   return opt;
 }

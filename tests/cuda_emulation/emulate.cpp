@@ -13,21 +13,18 @@ namespace {
 
 using blosa::cuda::Geometry;
 
-// Runs every thread of the grid; thread blocks in parallel (their writes are disjoint).
+// Runs every thread of the grid; thread blocks in parallel (their writes are disjoint), the
+// threads of one as fibers (host_shim.h).
 struct EmulatedLaunch {
   template <typename Kernel, typename... KernelArgs>
   void operator()(Kernel kernel, const Geometry& g, const KernelArgs&... args) const {
     at::parallel_for(0, g.gx * g.gy, 1, [&](int64_t begin, int64_t end) {
       gridDim = {static_cast<unsigned int>(g.gx), static_cast<unsigned int>(g.gy), 1};
       blockDim = {static_cast<unsigned int>(g.bx), static_cast<unsigned int>(g.by), 1};
+      const std::function<void()> thread = [&] { kernel(args...); };
       for (int64_t b = begin; b < end; ++b) {
         blockIdx = {static_cast<unsigned int>(b % g.gx), static_cast<unsigned int>(b / g.gx), 0};
-        for (unsigned int ty = 0; ty < g.by; ++ty) {
-          for (unsigned int tx = 0; tx < g.bx; ++tx) {
-            threadIdx = {tx, ty, 0};
-            kernel(args...);
-          }
-        }
+        emulation::run_thread_block(blockDim, thread);
       }
     });
   }
@@ -37,7 +34,8 @@ std::tuple<at::Tensor, at::Tensor> fwd(const at::Tensor& dep_in, const at::Tenso
                                        const at::Tensor& value_in,
                                        const std::optional<at::Tensor>& bias,
                                        const std::optional<at::Tensor>& mask, int64_t block_len,
-                                       c10::string_view direction, double scale, int64_t tile) {
+                                       c10::string_view direction, double scale, int64_t tile,
+                                       bool staged) {
   const at::Tensor dep = dep_in.contiguous(), head = head_in.contiguous(),
                    value = value_in.contiguous();
   const auto bias_c = blosa::contiguous(bias), mask_c = blosa::contiguous(mask);
@@ -46,7 +44,7 @@ std::tuple<at::Tensor, at::Tensor> fwd(const at::Tensor& dep_in, const at::Tenso
   at::Tensor lse =
       at::full(dep.sizes(), NAN, dep.options().dtype(blosa::lse_dtype(dep.scalar_type())));
   if (dep.numel() == 0) return {out, lse};
-  const blosa::cuda::TiledOptions opt{static_cast<int>(tile)};
+  const blosa::cuda::TiledOptions opt{static_cast<int>(tile), false, staged};
   blosa::cuda::run_forward(dep, head, value, bias_c, mask_c, block_len, std::string(direction),
                            scale, opt, out, lse, EmulatedLaunch{});
   return {out, lse};
@@ -56,7 +54,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> bwd(
     const at::Tensor& grad_out_in, const at::Tensor& dep_in, const at::Tensor& head_in,
     const at::Tensor& value_in, const std::optional<at::Tensor>& bias,
     const std::optional<at::Tensor>& mask, const at::Tensor& out_in, const at::Tensor& lse_in,
-    int64_t block_len, c10::string_view direction, double scale, int64_t tile) {
+    int64_t block_len, c10::string_view direction, double scale, int64_t tile, bool fused) {
   const at::Tensor grad_out = grad_out_in.contiguous(), dep = dep_in.contiguous(),
                    head = head_in.contiguous(), value = value_in.contiguous(),
                    out = out_in.contiguous(), lse = lse_in.contiguous();
@@ -64,7 +62,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> bwd(
   at::Tensor d_dep = at::full_like(dep, NAN), d_head = at::full_like(dep, NAN),
              d_value = at::full_like(dep, NAN);
   if (dep.numel() == 0) return {d_dep, d_head, d_value};
-  const blosa::cuda::TiledOptions opt{static_cast<int>(tile)};
+  const blosa::cuda::TiledOptions opt{static_cast<int>(tile), fused};
   blosa::cuda::run_backward(grad_out, dep, head, value, bias_c, mask_c, out, lse, block_len,
                             std::string(direction), scale, opt, d_dep, d_head, d_value,
                             EmulatedLaunch{});
@@ -76,10 +74,10 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> bwd(
 TORCH_LIBRARY(blosa_emulated, m) {
   m.def(
       "fwd(Tensor dep, Tensor head, Tensor value, Tensor? bias, Tensor? mask, int block_len, "
-      "str direction, float scale, int tile) -> (Tensor, Tensor)");
+      "str direction, float scale, int tile, bool staged) -> (Tensor, Tensor)");
   m.def(
       "bwd(Tensor grad_out, Tensor dep, Tensor head, Tensor value, Tensor? bias, Tensor? mask, "
-      "Tensor out, Tensor lse, int block_len, str direction, float scale, int tile) "
+      "Tensor out, Tensor lse, int block_len, str direction, float scale, int tile, bool fused) "
       "-> (Tensor, Tensor, Tensor)");
 }
 
