@@ -144,6 +144,22 @@ def jobs(backends, cuda_variants):
                                mode)
 
 
+def variant_table(records: list[dict]) -> list[str]:
+    """Markdown rows comparing each CUDA kernel variant with the default on the same (dtype,
+    config, mode): its kernel ms, and how many times faster than the default it is."""
+    default = {(r["dtype"], r["config"], r["mode"]): r["kernel_ms"]
+               for r in records if r["backend"] == "cuda"}
+    rows = ["| variant | dtype | config | mode | kernels ms | default ms | speed-up |",
+            "|---|---|---|---|---|---|---|"]
+    for r in records:
+        base = default.get((r["dtype"], r["config"], r["mode"]))
+        if not r["backend"].startswith("cuda ") or base is None:
+            continue
+        rows.append(f"| {r['backend'][5:]} | {r['dtype']} | {r['config']} | {r['mode']} | "
+                    f"{r['kernel_ms']:.3f} | {base:.3f} | {base / r['kernel_ms']:.2f}x |")
+    return rows if len(rows) > 2 else []
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", required=True, help="JSON file to write")
@@ -205,6 +221,10 @@ def main(argv=None):
         print(f"| {r['backend']} | {r['dtype']} | {r['config']} | {r['mode']} | {r['ms']:.3f} | "
               f"{r['kernel_ms']:.3f} | {r['rate']:.3g} | {r['fraction_of_bound']:.0%} | "
               f"{r['peak_mib']} ({r['bnd_mib']}) |")
+    variants = variant_table(records)
+    if variants:
+        print("\nCUDA kernel variants against the default (BLOSA_CUDA_TILE, _BACKWARD, _FORWARD):\n")
+        print("\n".join(variants))
     with open(args.out, "w") as f:
         json.dump(dict(device=name, torch=torch.__version__, bound=bound, skipped=skipped,
                        seconds=round(time.perf_counter() - t_start, 1), records=records), f, indent=1)

@@ -45,6 +45,18 @@ def test_variant_sweep_runs_cuda_one_block_only():
     assert all(jobs.index(j) < first_triton for j in swept)  # before Triton's slow compiles
 
 
+def test_variant_table_compares_with_the_default():
+    def rec(backend, dtype, mode, ms):
+        return dict(backend=backend, dtype=dtype, config="one block", mode=mode, kernel_ms=ms)
+    records = [rec("cuda", "float32", "fwd", 1.5), rec("cuda", "float32", "fwd+bwd", 4.4),
+               rec("triton", "float32", "fwd", 2.5), rec("cuda fused", "float32", "fwd+bwd", 2.2),
+               rec("cuda staged", "float32", "fwd", 2.0)]
+    rows = gpu_rates.variant_table(records)
+    assert rows[2:] == ["| fused | float32 | one block | fwd+bwd | 2.200 | 4.400 | 2.00x |",
+                        "| staged | float32 | one block | fwd | 2.000 | 1.500 | 0.75x |"]
+    assert gpu_rates.variant_table(records[:3]) == []  # no variants measured: no table
+
+
 def test_variants_combine():
     assert gpu_rates.variant_env("tile4+staged+fused") == {
         "BLOSA_CUDA_TILE": "4", "BLOSA_CUDA_FORWARD": "staged", "BLOSA_CUDA_BACKWARD": "fused"}

@@ -1,4 +1,4 @@
-// Which kernel of attn_kernels.cuh runs a call, with which template arguments and launch
+// Which kernel of csrc/cuda/*.cuh runs a call, with which template arguments and launch
 // geometry. Host code with no CUDA API in it: masked_block_attn_cuda.cu launches the chosen
 // kernel on the GPU, and tests/cuda_emulation/ runs the very same choice thread by thread on
 // the CPU, so CI checks the kernels' indexing, tiling and masking on every run.
@@ -21,7 +21,7 @@
 namespace blosa::cuda {
 
 // How the tiled kernels (blocks longer than kSmallMax) run; masked_block_attn_cuda.cu reads it
-// from BLOSA_CUDA_TILE, for tuning.
+// from BLOSA_CUDA_TILE, BLOSA_CUDA_BACKWARD and BLOSA_CUDA_FORWARD, for tuning.
 struct TiledOptions {
   // Rows (queries, or keys in backward) per thread: 4 or 8. 8 was the fastest forward+backward
   // on an H200 (bench/RESULTS.md); 16 was slower everywhere and is gone.
