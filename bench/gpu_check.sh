@@ -41,6 +41,9 @@ echo "built in $((SECONDS - start)) s"
 step "special-function ceiling"
 timeout ${SFU_TIMEOUT:-60} $PY bench/sfu_peak.py > "$LOG/sfu.md" 2>&1
 sfu_status=$?
+# The d_bias reduction after the backward, against two-stage forms (a lever at r = 8).
+echo >> "$LOG/sfu.md"
+timeout 30 $PY bench/bias_reduce.py >> "$LOG/sfu.md" 2>&1
 
 step "kernel rates"
 timeout ${RATES_TIMEOUT:-150} $PY bench/gpu_rates.py --out "$LOG/rates.json" \

@@ -14,6 +14,7 @@ from blosa.reference import allowed_pairs, resolve_block_len
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
 
+import bias_reduce  # noqa: E402
 import gpu_rates  # noqa: E402
 
 
@@ -67,3 +68,12 @@ def test_variants_combine():
 def test_unknown_variant_is_named(variant, part):
     with pytest.raises(ValueError, match=part):
         gpu_rates.variant_env(variant)
+
+
+@pytest.mark.parametrize("group", [1, 4, 32, 1000])
+def test_two_stage_bias_sum_matches_one_pass(group):
+    # 3 * 37 = 111 rows: padded to a multiple of every group but 1.
+    gen = torch.Generator().manual_seed(group)
+    d_head = torch.randn(3, 37, 5, generator=gen, dtype=torch.float64)
+    torch.testing.assert_close(bias_reduce.two_stage(d_head, group), bias_reduce.one_pass(d_head),
+                               rtol=0, atol=1e-12)

@@ -1,0 +1,67 @@
+"""Time of the d_bias reduction of masked_block_attn's backward, and of two-stage forms of it.
+
+    python bench/bias_reduce.py
+
+z = dep_i + head_j + bias, so d_bias = d_head summed over batch and queries: csrc/autograd.cpp
+runs `d_head.sum((0, 1))` after the backward kernels. At r = 8 (B=64, n=384, d=300) that
+reduction took 0.053 ms of the 0.229 ms of forward+backward kernel time on an H200
+(bench/RESULTS.md): 29.5 MB in, 300 sums out. This compares it with summing groups of G rows
+first (many outputs, so many thread blocks) and then the groups, on the benchmark's shapes,
+and checks that each form agrees with the one-pass sum and is bitwise repeatable. Prints a
+markdown table; bench/gpu_check.sh appends it to sfu.md.
+"""
+from __future__ import annotations
+
+import os
+import sys
+
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from cuda_timing import time_ms  # noqa: E402
+
+SHAPES = ((64, 384, 300), (8, 8192, 300))  # the r = 8 / one-block and the DiSA benchmarks
+GROUPS = (32, 128, 512)
+
+
+def one_pass(d_head: torch.Tensor) -> torch.Tensor:
+    return d_head.sum((0, 1))
+
+
+def two_stage(d_head: torch.Tensor, group: int) -> torch.Tensor:
+    """Rows summed in groups of `group`, then the groups (rows padded with zeros to a multiple
+    of group)."""
+    rows = d_head.reshape(-1, d_head.shape[-1])
+    pad = -rows.shape[0] % group
+    if pad:
+        rows = torch.cat([rows, rows.new_zeros(pad, rows.shape[1])])
+    return rows.view(-1, group, rows.shape[1]).sum(1).sum(0)
+
+
+def main() -> int:
+    if not torch.cuda.is_available():
+        print("no CUDA device; nothing to measure")
+        return 1
+    gen = torch.Generator(device="cuda").manual_seed(0)
+    print(f"d_bias reduction on {torch.cuda.get_device_name(0)}\n")
+    print("| B, n, d | dtype | form | ms | max abs diff to one pass | repeatable |")
+    print("|---|---|---|---|---|---|")
+    for B, n, d in SHAPES:
+        for dtype in (torch.float32, torch.bfloat16):
+            d_head = torch.randn(B, n, d, device="cuda", generator=gen).to(dtype)
+            want = one_pass(d_head)
+            forms = [("sum((0, 1))", one_pass)]
+            forms += [(f"groups of {g}", lambda x, g=g: two_stage(x, g)) for g in GROUPS]
+            for name, form in forms:
+                got = form(d_head)
+                diff = (got.double() - want.double()).abs().max().item()
+                same = torch.equal(got, form(d_head))
+                ms = time_ms(lambda: form(d_head), budget_s=0.1)
+                print(f"| {B}, {n}, {d} | {str(dtype)[6:]} | {name} | {ms:.4f} | {diff:.2g} | "
+                      f"{'yes' if same else 'NO'} |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
