@@ -124,12 +124,24 @@ def bwd_dq_kernel(
     b_pwv = tl.zeros([BM, BD], dtype=tl.float32)
     b_pw = tl.zeros([BM, BD], dtype=tl.float32)
     b_pv = tl.zeros([BM, BD], dtype=tl.float32)
+    # Keys stream one ahead, as in fwd_rows_kernel.
+    any_key = i_lo < i_hi
+    p_i = (b * n + i_lo).to(tl.int64) * d + o_k
+    nxt_real = tl.load(mask + b * n + i_lo, mask=any_key, other=0) != 0
+    nxt_dep = tl.load(dep + p_i, mask=m_k & any_key, other=0.0)
+    nxt_val = tl.load(value + p_i, mask=m_k & any_key, other=0.0)
     for i in range(i_lo, i_hi):
-        real_i = tl.load(mask + b * n + i) != 0
+        real_i = nxt_real
+        raw_dep = nxt_dep
+        raw_val = nxt_val
+        i_next = tl.minimum(i + 1, i_hi - 1)
+        p_next = (b * n + i_next).to(tl.int64) * d + o_k
+        nxt_real = tl.load(mask + b * n + i_next) != 0
+        nxt_dep = tl.load(dep + p_next, mask=m_k, other=0.0)
+        nxt_val = tl.load(value + p_next, mask=m_k, other=0.0)
         if real_i:
-            p_i = (b * n + i).to(tl.int64) * d + o_k
-            b_dep = tl.load(dep + p_i, mask=m_k, other=0.0).to(tl.float32)
-            b_val = tl.load(value + p_i, mask=m_k, other=0.0).to(tl.float32)
+            b_dep = raw_dep.to(tl.float32)
+            b_val = raw_val.to(tl.float32)
             t = tanh_f32(b_dep[None, :] * inv_c + b_q, FAST_TANH)
             inner = (i >= inner_lo) & (i < inner_hi)
             if DIR == 2:
@@ -173,16 +185,35 @@ def bwd_dkv_kernel(
     b_bias = tl.load(bias + o_k, mask=m_k, other=0.0).to(tl.float32)
     b_dd = tl.zeros([BN, BD], dtype=tl.float32)
     b_dv = tl.zeros([BN, BD], dtype=tl.float32)
+    # Queries stream one ahead, as the keys of fwd_rows_kernel.
+    any_query = j_lo < j_hi
+    p_j = (b * n + j_lo).to(tl.int64) * d + o_k
+    m_first = m_k & any_query
+    nxt_real = tl.load(mask + b * n + j_lo, mask=any_query, other=0) != 0
+    nxt_head = tl.load(head + p_j, mask=m_first, other=0.0)
+    nxt_g = tl.load(grad_out + p_j, mask=m_first, other=0.0)
+    nxt_o = tl.load(out + p_j, mask=m_first, other=0.0)
+    nxt_lse = tl.load(lse + p_j, mask=m_first, other=float("inf"))
     for j in range(j_lo, j_hi):
-        real_j = tl.load(mask + b * n + j) != 0
+        real_j = nxt_real
+        raw_head = nxt_head
+        raw_g = nxt_g
+        raw_o = nxt_o
+        raw_lse = nxt_lse
+        j_next = tl.minimum(j + 1, j_hi - 1)
+        p_next = (b * n + j_next).to(tl.int64) * d + o_k
+        nxt_real = tl.load(mask + b * n + j_next) != 0
+        nxt_head = tl.load(head + p_next, mask=m_k, other=0.0)
+        nxt_g = tl.load(grad_out + p_next, mask=m_k, other=0.0)
+        nxt_o = tl.load(out + p_next, mask=m_k, other=0.0)
+        nxt_lse = tl.load(lse + p_next, mask=m_k, other=float("inf"))
         if real_j:  # a padding query passes no gradient
-            p_j = (b * n + j).to(tl.int64) * d + o_k
-            b_q = tl.load(head + p_j, mask=m_k, other=0.0).to(tl.float32)
+            b_q = raw_head.to(tl.float32)
             b_q += b_bias
             b_q = b_q * inv_c
-            b_g = tl.load(grad_out + p_j, mask=m_k, other=0.0).to(tl.float32)
-            b_o = tl.load(out + p_j, mask=m_k, other=0.0).to(tl.float32)
-            b_nlse2 = -tl.load(lse + p_j, mask=m_k, other=float("inf")) * LOG2E
+            b_g = raw_g.to(tl.float32)
+            b_o = raw_o.to(tl.float32)
+            b_nlse2 = -raw_lse * LOG2E
             t = tanh_f32(b_dep + b_q[None, :], FAST_TANH)
             inner = (j >= inner_lo) & (j < inner_hi)
             if DIR == 2:

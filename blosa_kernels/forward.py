@@ -121,12 +121,26 @@ def fwd_rows_kernel(
     b_sum = tl.zeros([BM, BD], dtype=tl.float32)
     b_acc = tl.zeros([BM, BD], dtype=tl.float32)
     b_m = tl.full([BM, BD], -1.0, dtype=tl.float32) * c_log2e
+    # Keys stream one ahead (as the CUDA kernels' stream_rows): key i + 1's mask byte and row
+    # are loaded before key i's math, so their latency hides behind it instead of stalling
+    # the loop inside `if real_i`. The last key is loaded twice rather than tested.
+    any_key = i_lo < i_hi
+    p_i = (b * n + i_lo).to(tl.int64) * d + o_k
+    nxt_real = tl.load(mask + b * n + i_lo, mask=any_key, other=0) != 0
+    nxt_dep = tl.load(dep + p_i, mask=m_k & any_key, other=0.0)
+    nxt_val = tl.load(value + p_i, mask=m_k & any_key, other=0.0)
     for i in range(i_lo, i_hi):
-        real_i = tl.load(mask + b * n + i) != 0
+        real_i = nxt_real
+        raw_dep = nxt_dep
+        raw_val = nxt_val
+        i_next = tl.minimum(i + 1, i_hi - 1)
+        p_next = (b * n + i_next).to(tl.int64) * d + o_k
+        nxt_real = tl.load(mask + b * n + i_next) != 0
+        nxt_dep = tl.load(dep + p_next, mask=m_k, other=0.0)
+        nxt_val = tl.load(value + p_next, mask=m_k, other=0.0)
         if real_i:  # a padding key is skipped by every query
-            p_i = (b * n + i).to(tl.int64) * d + o_k
-            b_dep = tl.load(dep + p_i, mask=m_k, other=0.0).to(tl.float32)
-            b_val = tl.load(value + p_i, mask=m_k, other=0.0).to(tl.float32)
+            b_dep = raw_dep.to(tl.float32)
+            b_val = raw_val.to(tl.float32)
             t = tanh_f32(b_dep[None, :] * inv_c + b_q, FAST_TANH)
             allow = (lo_j <= i) & (i < hi_j)
             if DIR == 2:
