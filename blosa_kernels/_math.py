@@ -1,4 +1,5 @@
-"""Per-element math shared by the Triton kernels (same formulas as csrc/blosa_math.h).
+"""Per-element math shared by the Triton kernels (same formulas as csrc/blosa_math.h), and the
+tiling and row loads the row-tile kernels share.
 
 Notation: x = z / c with z = dep_i + head_j + bias, t = tanh(x), score s = c * t in [-c, c].
 The kernels work in base 2: s2 = s * log2(e), so every exponential is one `exp2`.
@@ -111,6 +112,32 @@ def row_tile(mask, n, r, BM: tl.constexpr, DIR: tl.constexpr, KEYS: tl.constexpr
     real_j = m_j & (tl.load(mask + b * n + o_j, mask=m_j, other=0) != 0)
     hi_j = tl.where(real_j, hi_j, lo_j)
     return b, m0, o_j, m_j, real_j, lo_j, hi_j, last, s_lo, s_hi, inner_lo, inner_hi
+
+
+@triton.jit
+def stream_row(i, hi):
+    """The row to load for step i of a loop over [.., hi) that loads one row ahead: i, clamped
+    to the last row of the range (and to row 0 when it is empty), so every load reads an
+    existing row and none needs a test."""
+    return tl.maximum(tl.minimum(i, hi - 1), 0)
+
+
+@triton.jit
+def key_row(mask, dep, value, row, d, o_k, m_k):
+    """Key `row` (b·n + position) as loaded: whether it is real, its dep and value [BD]."""
+    p = row.to(tl.int64) * d + o_k
+    real = tl.load(mask + row) != 0
+    return real, tl.load(dep + p, mask=m_k, other=0.0), tl.load(value + p, mask=m_k, other=0.0)
+
+
+@triton.jit
+def query_row(mask, head, grad_out, out, lse, row, d, o_k, m_k):
+    """Query `row` as loaded: whether it is real, its head, grad_out, out and lse [BD]."""
+    p = row.to(tl.int64) * d + o_k
+    real = tl.load(mask + row) != 0
+    return (real, tl.load(head + p, mask=m_k, other=0.0),
+            tl.load(grad_out + p, mask=m_k, other=0.0), tl.load(out + p, mask=m_k, other=0.0),
+            tl.load(lse + p, mask=m_k, other=float("inf")))
 
 
 @triton.jit

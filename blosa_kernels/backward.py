@@ -23,7 +23,8 @@ c, 1/c and c·log2(e); DIR 0 forward / 1 backward / 2 diag / 3 all; FAST_TANH: t
 import triton
 import triton.language as tl
 
-from blosa_kernels._math import LOG2E, dir_allows, f32, row_tile, tanh_f32
+from blosa_kernels._math import (LOG2E, dir_allows, f32, key_row, query_row, row_tile,
+                                 stream_row, tanh_f32)
 
 
 @triton.jit
@@ -125,20 +126,12 @@ def bwd_dq_kernel(
     b_pw = tl.zeros([BM, BD], dtype=tl.float32)
     b_pv = tl.zeros([BM, BD], dtype=tl.float32)
     # Keys stream one ahead, as in fwd_rows_kernel.
-    any_key = i_lo < i_hi
-    p_i = (b * n + i_lo).to(tl.int64) * d + o_k
-    nxt_real = tl.load(mask + b * n + i_lo, mask=any_key, other=0) != 0
-    nxt_dep = tl.load(dep + p_i, mask=m_k & any_key, other=0.0)
-    nxt_val = tl.load(value + p_i, mask=m_k & any_key, other=0.0)
+    nxt_real, nxt_dep, nxt_val = key_row(mask, dep, value, b * n + stream_row(i_lo, i_hi), d,
+                                         o_k, m_k)
     for i in range(i_lo, i_hi):
-        real_i = nxt_real
-        raw_dep = nxt_dep
-        raw_val = nxt_val
-        i_next = tl.minimum(i + 1, i_hi - 1)
-        p_next = (b * n + i_next).to(tl.int64) * d + o_k
-        nxt_real = tl.load(mask + b * n + i_next) != 0
-        nxt_dep = tl.load(dep + p_next, mask=m_k, other=0.0)
-        nxt_val = tl.load(value + p_next, mask=m_k, other=0.0)
+        real_i, raw_dep, raw_val = nxt_real, nxt_dep, nxt_val
+        nxt_real, nxt_dep, nxt_val = key_row(mask, dep, value, b * n + stream_row(i + 1, i_hi),
+                                             d, o_k, m_k)
         if real_i:
             b_dep = raw_dep.to(tl.float32)
             b_val = raw_val.to(tl.float32)
@@ -186,27 +179,12 @@ def bwd_dkv_kernel(
     b_dd = tl.zeros([BN, BD], dtype=tl.float32)
     b_dv = tl.zeros([BN, BD], dtype=tl.float32)
     # Queries stream one ahead, as the keys of fwd_rows_kernel.
-    any_query = j_lo < j_hi
-    p_j = (b * n + j_lo).to(tl.int64) * d + o_k
-    m_first = m_k & any_query
-    nxt_real = tl.load(mask + b * n + j_lo, mask=any_query, other=0) != 0
-    nxt_head = tl.load(head + p_j, mask=m_first, other=0.0)
-    nxt_g = tl.load(grad_out + p_j, mask=m_first, other=0.0)
-    nxt_o = tl.load(out + p_j, mask=m_first, other=0.0)
-    nxt_lse = tl.load(lse + p_j, mask=m_first, other=float("inf"))
+    nxt_real, nxt_head, nxt_g, nxt_o, nxt_lse = query_row(
+        mask, head, grad_out, out, lse, b * n + stream_row(j_lo, j_hi), d, o_k, m_k)
     for j in range(j_lo, j_hi):
-        real_j = nxt_real
-        raw_head = nxt_head
-        raw_g = nxt_g
-        raw_o = nxt_o
-        raw_lse = nxt_lse
-        j_next = tl.minimum(j + 1, j_hi - 1)
-        p_next = (b * n + j_next).to(tl.int64) * d + o_k
-        nxt_real = tl.load(mask + b * n + j_next) != 0
-        nxt_head = tl.load(head + p_next, mask=m_k, other=0.0)
-        nxt_g = tl.load(grad_out + p_next, mask=m_k, other=0.0)
-        nxt_o = tl.load(out + p_next, mask=m_k, other=0.0)
-        nxt_lse = tl.load(lse + p_next, mask=m_k, other=float("inf"))
+        real_j, raw_head, raw_g, raw_o, raw_lse = nxt_real, nxt_head, nxt_g, nxt_o, nxt_lse
+        nxt_real, nxt_head, nxt_g, nxt_o, nxt_lse = query_row(
+            mask, head, grad_out, out, lse, b * n + stream_row(j + 1, j_hi), d, o_k, m_k)
         if real_j:  # a padding query passes no gradient
             b_q = raw_head.to(tl.float32)
             b_q += b_bias

@@ -5,6 +5,8 @@ rejects (types of loop-carried values, constexpr rules, inline PTX), so CI also 
 kernel ahead of time for one architecture, with Triton's bundled ptxas. Each kernel compiles
 twice: with its float scalars (c, 1/c, c·log2 e) as float32, as eager launches pass them, and as
 float64, as torch.compile may. Needs TRITON_INTERPRET unset. Exit status 0 when all compile.
+With --cubin-dir DIR it also writes each binary there, named kernel-dtype-scalars.cubin, for
+`cuobjdump -sass` (the cuobjdump that triton bundles will do).
 """
 from __future__ import annotations
 
@@ -50,7 +52,10 @@ def cases():
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--arch", type=int, default=90, help="compute capability, e.g. 80 or 90")
+    parser.add_argument("--cubin-dir", help="also write every compiled binary to this folder")
     args = parser.parse_args(argv)
+    if args.cubin_dir:
+        os.makedirs(args.cubin_dir, exist_ok=True)
     if os.environ.get("TRITON_INTERPRET", "0") not in ("", "0"):
         print("compile_check: unset TRITON_INTERPRET first", file=sys.stderr)
         return 2
@@ -65,6 +70,10 @@ def main(argv=None) -> int:
             signature = _signature(fn, dtype, constexprs, float_scalars)
             kernel = triton.compile(ASTSource(fn=fn, signature=signature, constexprs=constexprs), target=target)
             assert kernel.asm.get("cubin"), fn.__name__
+            if args.cubin_dir:
+                name = f"{fn.__name__}-{dtype}-{float_scalars}.cubin"
+                with open(os.path.join(args.cubin_dir, name), "wb") as out:
+                    out.write(kernel.asm["cubin"])
             print(f"ok  {fn.__name__:<18} {dtype:<5} scalars {float_scalars} sm_{args.arch}  "
                   f"{time.time() - t0:5.1f}s  {constexprs}")
     return 0

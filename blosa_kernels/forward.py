@@ -22,7 +22,8 @@ c, 1/c and c·log2(e); DIR 0 forward / 1 backward / 2 diag / 3 all; FAST_TANH: t
 import triton
 import triton.language as tl
 
-from blosa_kernels._math import dir_allows, f32, row_tile, softmax_result, tanh_f32
+from blosa_kernels._math import (dir_allows, f32, key_row, row_tile, softmax_result,
+                                 stream_row, tanh_f32)
 
 
 @triton.jit
@@ -123,21 +124,13 @@ def fwd_rows_kernel(
     b_m = tl.full([BM, BD], -1.0, dtype=tl.float32) * c_log2e
     # Keys stream one ahead (as the CUDA kernels' stream_rows): key i + 1's mask byte and row
     # are loaded before key i's math, so their latency hides behind it instead of stalling
-    # the loop inside `if real_i`. The last key is loaded twice rather than tested.
-    any_key = i_lo < i_hi
-    p_i = (b * n + i_lo).to(tl.int64) * d + o_k
-    nxt_real = tl.load(mask + b * n + i_lo, mask=any_key, other=0) != 0
-    nxt_dep = tl.load(dep + p_i, mask=m_k & any_key, other=0.0)
-    nxt_val = tl.load(value + p_i, mask=m_k & any_key, other=0.0)
+    # the loop inside `if real_i`. The last key is loaded twice rather than tested (stream_row).
+    nxt_real, nxt_dep, nxt_val = key_row(mask, dep, value, b * n + stream_row(i_lo, i_hi), d,
+                                         o_k, m_k)
     for i in range(i_lo, i_hi):
-        real_i = nxt_real
-        raw_dep = nxt_dep
-        raw_val = nxt_val
-        i_next = tl.minimum(i + 1, i_hi - 1)
-        p_next = (b * n + i_next).to(tl.int64) * d + o_k
-        nxt_real = tl.load(mask + b * n + i_next) != 0
-        nxt_dep = tl.load(dep + p_next, mask=m_k, other=0.0)
-        nxt_val = tl.load(value + p_next, mask=m_k, other=0.0)
+        real_i, raw_dep, raw_val = nxt_real, nxt_dep, nxt_val
+        nxt_real, nxt_dep, nxt_val = key_row(mask, dep, value, b * n + stream_row(i + 1, i_hi),
+                                             d, o_k, m_k)
         if real_i:  # a padding key is skipped by every query
             b_dep = raw_dep.to(tl.float32)
             b_val = raw_val.to(tl.float32)

@@ -80,15 +80,11 @@ __global__ void __launch_bounds__(kWarps * 32)
     sh.query[half][3][w][lane] = row.l2;
     if (lane == 0) sh.real[half][w] = static_cast<unsigned char>(real);
   };
-  // Step 2: this warp's part of each query's sums. Where the chunk's first and last queries
-  // attend all of the warp's keys, so do the ones between (the ranges are monotone), except
-  // under "diag" for a chunk that overlaps the keys: then no query needs its own test.
+  // Step 2: this warp's part of each query's sums; a chunk of real queries that all attend all
+  // of the warp's keys needs no test per query.
   const auto work = [&](int64_t c0, int half) {
-    const bool whole_chunk =
-        keys == kAllKeys && all_rows_real(sh.real[half]) &&
-        pair_bits<kT>(p.dir, c0, t.start, t.end, i0, keys) == kAllKeys &&
-        pair_bits<kT>(p.dir, c0 + kWarps - 1, t.start, t.end, i0, keys) == kAllKeys &&
-        !(skips_self(p.dir) && c0 < i0 + kT && i0 < c0 + kWarps);
+    const bool whole_chunk = all_rows_real(sh.real[half]) &&
+                             chunk_meets_all<kT>(p.dir, c0, t.start, t.end, i0, keys);
 #pragma unroll 1
     for (int jj = 0; jj < kWarps; ++jj) {
       A a = A(0), sum_w = A(0), r = A(0);

@@ -52,6 +52,20 @@ __device__ __forceinline__ unsigned pair_bits(Direction rule, int64_t j, int64_t
   return bits & rows;
 }
 
+// Whether every row of the chunk [c0, c0 + kWarps) meets all kT rows i0.. under `rule`, which
+// must all exist and be real (`rows` has all kT bits): then the chunk needs no test per row.
+// The ranges key_range gives move monotonically with the row, so the chunk's first and last
+// rows decide, except under "diag" when one of the rows i0.. lies inside the chunk (it does
+// not meet itself).
+template <int kT>
+__device__ __forceinline__ bool chunk_meets_all(Direction rule, int64_t c0, int64_t start,
+                                                int64_t end, int64_t i0, unsigned rows) {
+  constexpr unsigned kAll = (1u << kT) - 1u;
+  return rows == kAll && pair_bits<kT>(rule, c0, start, end, i0, rows) == kAll &&
+         pair_bits<kT>(rule, c0 + kWarps - 1, start, end, i0, rows) == kAll &&
+         !(skips_self(rule) && c0 < i0 + kT && i0 < c0 + kWarps);
+}
+
 // Where a thread block (32, kWarps) of grid (B · nblocks · spans, ceil(d / 32)) works.
 struct SpanBlock {
   int64_t base;        // b · n

@@ -10,7 +10,7 @@
 //     key c0 + w of the next chunk while the thread block works on this one, and stores it,
 //     scaled and converted, in shared memory; one barrier a chunk;
 //  3. every warp adds each key of the chunk to the queries of its tile that attend it, without
-//     a test per pair where the whole chunk is allowed to all of them.
+//     a test per pair where the whole chunk is allowed to all of them (chunk_meets_all).
 // Each key is loaded from memory once per thread block instead of once per warp.
 #pragma once
 
@@ -53,13 +53,6 @@ __global__ void __launch_bounds__(kWarps * 32)
   }
   constexpr unsigned kAllQueries = (1u << kT) - 1u;
   unsigned seen = 0;  // bit q: query j0 + q has attended a key
-  // Keys that every query of the warp attends (ranges_of, as forward_tiled); a chunk inside
-  // them, of real keys only, takes the path with no test per pair.
-  const Ranges every =
-      nq > 0 ? ranges_of(p.dir, Tile{t.base, t.start, t.end, j0, nq}) : Ranges{};
-  const auto inside = [](int64_t c0, int64_t lo, int64_t hi) {
-    return c0 >= lo && c0 + kWarps <= hi;
-  };
 
   // Step 2: the keys, staged scaled and converted.
   const auto load = [&](int64_t row) { return load_key(p, row, t.kc); };
@@ -69,10 +62,10 @@ __global__ void __launch_bounds__(kWarps * 32)
     sh.key[half][1][w][lane] = key.v;
     if (lane == 0) sh.real[half][w] = static_cast<unsigned char>(real);
   };
-  // Step 3.
+  // Step 3. A chunk of real keys that all the warp's queries attend needs no test per pair.
   const auto work = [&](int64_t c0, int half) {
-    if (queries == kAllQueries && all_rows_real(sh.real[half]) &&
-        (inside(c0, every.f1_lo, every.f1_hi) || inside(c0, every.f2_lo, every.f2_hi))) {
+    if (all_rows_real(sh.real[half]) &&
+        chunk_meets_all<kT>(transposed(p.dir), c0, t.start, t.end, j0, queries)) {
       seen = kAllQueries;
 #pragma unroll 2
       for (int kk = 0; kk < kWarps; ++kk) {
