@@ -16,6 +16,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
 
 import bias_reduce  # noqa: E402
 import gpu_rates  # noqa: E402
+import sass_loads  # noqa: E402
 
 
 def counted_by_reference(B, n, d, block_len, direction):
@@ -77,3 +78,35 @@ def test_two_stage_bias_sum_matches_one_pass(group):
     d_head = torch.randn(3, 37, 5, generator=gen, dtype=torch.float64)
     torch.testing.assert_close(bias_reduce.two_stage(d_head, group), bias_reduce.one_pass(d_head),
                                rtol=0, atol=1e-12)
+
+
+# A loop as cuobjdump prints it: R90 is loaded and read 4 instructions on in the same trip,
+# R97 is read only after the back edge (7 on), and R12 is overwritten before any read (dead).
+SASS = """
+\t\tFunction : _ZN5blosa4cuda13forward_tiledIffLb1ELi8EEEvNS0_4ArgsIT_T0_EEll
+        /*0000*/                   MOV R84, R97 ;
+        /*0010*/                   LDG.E R90, desc[UR4][R16.64] ;
+        /*0020*/                   LDG.E R97, desc[UR4][R18.64] ;
+        /*0030*/               @P2 LDG.E.U8 R12, desc[UR4][R20.64] ;
+        /*0040*/                   IMAD.MOV.U32 R12, RZ, RZ, 0x1 ;
+        /*0050*/                   FFMA.FTZ R16, R90, R14, R41 ;
+        /*0060*/                   MUFU.TANH R16, R16 ;
+        /*0070*/                   STS [R3], R16 ;
+        /*0080*/               @P5 BRA 0x0 ;
+        /*0090*/                   EXIT ;
+"""
+RES_USAGE = """
+ Function _ZN5blosa4cuda13forward_tiledIffLb1ELi8EEEvNS0_4ArgsIT_T0_EEll:
+  REG:125 STACK:0 SHARED:0 LOCAL:0 CONSTANT[0]:704 TEXTURE:0 SURFACE:0 SAMPLER:0
+"""
+
+
+def test_sass_load_distances_follow_the_loop_around():
+    code = sass_loads.parse_functions(SASS)["_ZN5blosa4cuda13forward_tiledIffLb1ELi8EEEvNS0_4ArgsIT_T0_EEll"]
+    (loop,) = sass_loads.loops(code)
+    assert (loop.size, loop.mufu) == (9, 1)
+    assert [d for _, _, d in loop.loads] == [4, 7, None]
+    assert sass_loads.operands("STS [R3], R16") == (set(), {"R3", "R16"})
+    assert sass_loads.registers(RES_USAGE) == {"_ZN5blosa4cuda13forward_tiledIffLb1ELi8EEEvNS0_4ArgsIT_T0_EEll": 125}
+    table = sass_loads.report(SASS, RES_USAGE, "forward_tiled")
+    assert "| 125 | 0x0000 | 9 | 1 | 4, 7, dead |" in table

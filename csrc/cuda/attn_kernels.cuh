@@ -82,15 +82,20 @@ __device__ __forceinline__ A pos_inf() {
 // Keeps a loaded value's load where the source puts it: an empty asm that reads and writes x's
 // bits, so the compiler cannot sink the load into the branch that uses it (it did, and undid
 // the early loads of stream_rows and of the small kernels). Emits no instruction and no wait.
+// A 16-bit value goes through a 32-bit register: pinned as 16 bits ("h"), the compiler packed
+// two of them into one register, and the packing instruction (PRMT) waited for the load right
+// after it (the float16/bfloat16 tiled kernels read a row 5 to 15 instructions after its load).
 template <typename V>
 __device__ __forceinline__ void pin(V& x) {
 #if defined(__CUDA_ARCH__)
   static_assert(sizeof(V) == 2 || sizeof(V) == 4 || sizeof(V) == 8);
   if constexpr (sizeof(V) == 2) {
-    unsigned short bits;
-    memcpy(&bits, &x, 2);
-    asm volatile("" : "+h"(bits));
-    memcpy(&x, &bits, 2);
+    unsigned short half_bits;
+    memcpy(&half_bits, &x, 2);
+    unsigned int bits = half_bits;
+    asm volatile("" : "+r"(bits));
+    half_bits = static_cast<unsigned short>(bits);
+    memcpy(&x, &half_bits, 2);
   } else if constexpr (sizeof(V) == 4) {
     unsigned int bits;
     memcpy(&bits, &x, 4);
@@ -442,24 +447,34 @@ __device__ __forceinline__ Ranges ranges_of(Direction dir, const Tile& t) {
 
 // Streams rows [lo, hi) of the sequence whose first row is `base`: use(i, row) for each real
 // row i, where row = load(base + i) is the row as loaded (KeyLoad, QueryLoad), held in
-// registers with its mask byte. Row i + 1 is loaded before row i's math runs, so its L1 latency
-// hides behind that math: without this, Nsight Compute showed the tiled kernels waiting on L1
-// loads for over half of their cycles at 4 warps per scheduler (bench/RESULTS.md). The rows all
-// exist, so the last one is loaded twice rather than tested.
+// registers with its mask byte. Row i + 2 is loaded before row i's math runs, so its latency
+// hides behind the math of two rows: with no rows ahead, Nsight Compute showed the tiled
+// kernels waiting on L1 loads for over half of their cycles at 4 warps per scheduler
+// (bench/RESULTS.md). The rows all exist, so the last one is loaded again rather than tested.
+//
+// Why two rows ahead: the loads are pinned (pin_loads) where they are issued, else the compiler
+// sinks them into the branch that uses them, but ptxas still moves a load past one branch on a
+// row's mask. One row ahead, with the loop unrolled by two, it issued every other row's loads 12
+// instructions before their use (SASS of forward_tiled, sm_90). Two ahead, every row's loads
+// are issued 70 to 125 instructions, at least one row's math, before their first use.
 template <typename Load, typename Use>
 __device__ __forceinline__ void stream_rows(const bool* mask, int64_t base, int64_t lo,
                                             int64_t hi, Load&& load, Use&& use) {
   if (lo >= hi) return;
   auto next = load(base + lo);
   int next_real = mask_byte(mask, base + lo);
+  auto after = load(base + min(lo + 1, hi - 1));
+  int after_real = mask_byte(mask, base + min(lo + 1, hi - 1));
   for (int64_t i = lo; i < hi; ++i) {
     const auto row = next;
     const int real = next_real;
-    const int64_t following = base + min(i + 1, hi - 1);
-    next = load(following);
-    next_real = mask_byte(mask, following);
-    next.pin_loads();
-    pin(next_real);
+    next = after;
+    next_real = after_real;
+    const int64_t following = base + min(i + 2, hi - 1);
+    after = load(following);
+    after_real = mask_byte(mask, following);
+    after.pin_loads();
+    pin(after_real);
     if (real != 0) use(i, row);
   }
 }

@@ -118,24 +118,23 @@ __device__ __forceinline__ void stream_chunks(const bool* mask, int64_t base, in
                                               int64_t hi, Load&& load, Stage&& stage,
                                               Work&& work, After&& after) {
   const int w = threadIdx.y;
-  const auto load_row = [&](int64_t c0) { return load(base + min(c0 + w, hi - 1)); };
-  const auto row_real = [&](int64_t c0) {
-    return c0 + w < hi && is_real(mask, base + c0 + w) ? 1 : 0;
-  };
-  if (lo < hi) stage(0, load_row(lo), row_real(lo));
+  const auto row_of = [&](int64_t c0) { return base + min(c0 + w, hi - 1); };
+  const auto real_of = [&](int64_t c0, int mask_bits) { return c0 + w < hi && mask_bits != 0; };
+  if (lo < hi) stage(0, load(row_of(lo)), real_of(lo, mask_byte(mask, row_of(lo))));
   __syncthreads();
   int half = 0;
   for (int64_t c0 = lo; c0 < hi; c0 += kWarps, half ^= 1) {
     const int64_t c1 = c0 + kWarps;
-    decltype(load_row(lo)) next{};
-    int next_real = 0;
-    if (c1 < hi) {
-      next = load_row(c1);
-      next_real = row_real(c1);
-      next.pin_loads();
-    }
+    // Loaded and tested without a branch, even after the last chunk (the row is clamped into
+    // the range): a conditional load, or a test of the mask byte here, put an instruction that
+    // waits for the load (a register copy merging it with a default, the compare) before work
+    // (SASS, sm_90).
+    auto next = load(row_of(c1));
+    int next_mask = mask_byte(mask, row_of(c1));
+    next.pin_loads();
+    pin(next_mask);
     work(c0, half);
-    if (c1 < hi) stage(half ^ 1, next, next_real);
+    if (c1 < hi) stage(half ^ 1, next, real_of(c1, next_mask));
     __syncthreads();
     after(c0, half);
   }

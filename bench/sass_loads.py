@@ -1,0 +1,176 @@
+"""How far ahead of their use the CUDA kernels' loops issue their loads, from the SASS.
+
+    python bench/sass_loads.py [--so python/blosa/_C*.so] [--kernels REGEX]
+
+No GPU needed: it reads the sm_90 machine code that `make build` compiled (cuobjdump). For
+each kernel whose name matches REGEX (default: the float32 tiled kernels, tile 8, fixed pivot),
+it prints its registers and, for each loop that does special-function work (MUFU), the loop's
+size and, for each load in it, how many instructions later an instruction first reads the
+loaded register (following the loop around its back edge). A load read a few instructions
+after it is issued stalls its warp for the load's whole latency; that is what Nsight Compute
+showed in the tiled kernels, and what stream_rows / stream_chunks (csrc/cuda/) avoid.
+"""
+from __future__ import annotations
+
+import argparse
+import glob
+import os
+import re
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+
+DEFAULT_KERNELS = r"(forward_tiled|forward_staged)IffLb1ELi8E|backward_(query|key|fused)_tiledIffLi8E"
+INSTRUCTION = re.compile(r"^\s+/\*([0-9a-f]{4,})\*/\s+(.*?)\s*;")
+REGISTER = re.compile(r"\bR\d+\b")
+BRANCH = re.compile(r"\bBRA\s+(0x[0-9a-f]+)")
+LOAD = re.compile(r"\bLD(G|S)\b")
+
+
+@dataclass
+class Loop:
+    start: int  # index of the first instruction
+    end: int  # index of the back-edge branch
+    size: int
+    mufu: int
+    loads: list  # (address, instruction, distance to first reader or None)
+
+
+def parse_functions(sass: str) -> dict[str, list[tuple[int, str]]]:
+    """{mangled name: [(address, instruction text without predicate-free changes)]}."""
+    functions, current = {}, None
+    for line in sass.splitlines():
+        header = re.match(r"\s+Function : (\S+)", line)
+        if header:
+            current = functions.setdefault(header.group(1), [])
+            continue
+        m = INSTRUCTION.match(line)
+        if m and current is not None:
+            current.append((int(m.group(1), 16), m.group(2)))
+    return functions
+
+
+def operands(instruction: str) -> tuple[set[str], set[str]]:
+    """(registers written, registers read) of one instruction; stores and branches write none."""
+    body = re.sub(r"^@!?U?P\w+\s+", "", instruction)  # the guard predicate
+    opcode, _, rest = body.partition(" ")
+    args = [a for a in rest.split(",")] if rest else []
+    if not args:
+        return set(), set()
+    first = set(REGISTER.findall(args[0]))
+    rest_regs = {r for a in args[1:] for r in REGISTER.findall(a)}
+    if opcode.startswith(("ST", "BAR", "BRA", "RED", "ATOM")):
+        return set(), first | rest_regs
+    return first, rest_regs
+
+
+def distance_to_use(code: list[tuple[int, str]], at: int, start: int, end: int) -> int | None:
+    """Instructions from the load at index `at` to the first instruction that reads its
+    destination register, walking the loop [start, end] around its back edge once."""
+    written, _ = operands(code[at][1])
+    if not written:
+        return None
+    order = list(range(at + 1, end + 1)) + list(range(start, at + 1))
+    for steps, i in enumerate(order, 1):
+        w, r = operands(code[i][1])
+        if written & r:
+            return steps
+        if written & w:
+            return None  # overwritten first: the value is dead
+    return None
+
+
+def loops(code: list[tuple[int, str]]) -> list[Loop]:
+    """The loops of a function that do special-function work: each backward branch and its
+    target."""
+    index = {address: i for i, (address, _) in enumerate(code)}
+    found = []
+    for i, (address, instruction) in enumerate(code):
+        m = BRANCH.search(instruction)
+        if not m or int(m.group(1), 16) >= address or int(m.group(1), 16) not in index:
+            continue
+        start = index[int(m.group(1), 16)]
+        body = [text for _, text in code[start:i + 1]]
+        mufu = sum("MUFU" in text for text in body)
+        if not mufu:
+            continue
+        loads = [(code[k][0], code[k][1], distance_to_use(code, k, start, i))
+                 for k in range(start, i + 1) if LOAD.search(code[k][1])]
+        found.append(Loop(start, i, len(body), mufu, loads))
+    return found
+
+
+def registers(res_usage: str) -> dict[str, int]:
+    """{mangled name: registers per thread} from `cuobjdump -res-usage`."""
+    out, name = {}, None
+    for line in res_usage.splitlines():
+        header = re.search(r"Function (\S+?):?$", line.strip())
+        if header:
+            name = header.group(1)
+        m = re.search(r"REG:(\d+)", line)
+        if m and name:
+            out[name] = int(m.group(1))
+            name = None
+    return out
+
+
+def find_cuobjdump() -> str:
+    home = os.environ.get("CUDA_HOME", "")
+    candidates = [os.path.join(home, "bin", "cuobjdump")] if home else []
+    candidates.append(shutil.which("cuobjdump") or "")
+    try:  # the copy that triton ships
+        import triton
+
+        candidates.append(os.path.join(os.path.dirname(triton.__file__),
+                                       "backends", "nvidia", "bin", "cuobjdump"))
+    except ImportError:
+        pass
+    for path in candidates:
+        if path and os.access(path, os.X_OK):
+            return path
+    raise SystemExit("cuobjdump not found: set CUDA_HOME, or install triton (it ships one)")
+
+
+def report(sass: str, res_usage: str, pattern: str) -> str:
+    regs = registers(res_usage)
+    lines = ["| kernel | registers | loop | instructions | MUFU | loads: instructions to first use |",
+             "|---|---|---|---|---|---|"]
+    for name, code in parse_functions(sass).items():
+        if not re.search(pattern, name):
+            continue
+        short = re.sub(r"^_ZN5blosa4cuda\d+", "", name)[:40]
+        for loop in loops(code):
+            uses = ", ".join("dead" if d is None else str(d) for _, _, d in loop.loads) or "none"
+            lines.append(f"| {short} | {regs.get(name, '?')} | {code[loop.start][0]:#06x} | "
+                         f"{loop.size} | {loop.mufu} | {uses} |")
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--so", default=None, help="the built extension (default python/blosa/_C*.so)")
+    parser.add_argument("--kernels", default=DEFAULT_KERNELS, help="regex on mangled kernel names")
+    args = parser.parse_args(argv)
+    so = args.so or next(iter(sorted(glob.glob("python/blosa/_C*.so"))), None)
+    if not so or not os.path.exists(so):
+        raise SystemExit("no built extension: run `make build` (with BLOSA_CUDA=1), or pass --so")
+    print(report(*dump(so, args.kernels), args.kernels))
+    return 0
+
+
+def dump(so: str, pattern: str) -> tuple[str, str]:
+    """(SASS holding the kernels matching `pattern`, `cuobjdump -res-usage` of all) of the build."""
+    tool = find_cuobjdump()
+    run = lambda *a: subprocess.run([tool, *a, so], capture_output=True, text=True, check=True).stdout  # noqa: E731
+    res = run("-res-usage")
+    names = [name for name in registers(res) if re.search(pattern, name)]
+    if not names:
+        raise SystemExit(f"{so} holds no kernel matching {pattern!r}: is it built with BLOSA_CUDA=1?")
+    # cuobjdump reads the whole binary once per named function: name a few, else dump all.
+    sass = run("-sass", "-fun", ",".join(names)) if len(names) <= 8 else run("-sass")
+    return sass, res
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,64 @@
+"""The machine code of the CUDA kernels issues its global loads well ahead of their use.
+
+No GPU needed: this reads the sm_90 SASS of the build (bench/sass_loads.py, cuobjdump). Nsight
+Compute found the tiled kernels waiting on L1 loads for over half their cycles while the
+compiler placed each key's loads right before its math (bench/RESULTS.md); stream_rows and
+stream_chunks (csrc/cuda/) load rows two rows or one chunk ahead so that the loads' latency
+hides behind math. The compiler is free to undo that, and did in four ways (bench/RESULTS.md,
+"Loads two rows ahead"); only the machine code shows it, so this checks every loop of every
+float32/float16/bfloat16 tiled kernel the build has. Skipped, with the reason, where the build
+has no CUDA kernels (a CPU-only install); CI builds them.
+"""
+from __future__ import annotations
+
+import glob
+import re
+import sys
+from pathlib import Path
+
+import pytest
+
+from blosa.ops import cuda_kernels_built
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+
+import sass_loads  # noqa: E402
+
+if not cuda_kernels_built():
+    pytest.skip("this build of blosa._C has no CUDA kernels (rebuild with BLOSA_CUDA=1)",
+                allow_module_level=True)
+
+KERNELS = ("forward_tiled", "forward_staged", "backward_query_tiled", "backward_key_tiled",
+           "backward_fused_tiled")
+DTYPES = {"float32": "f", "bfloat16": "N3c108BFloat16E", "float16": "N3c104HalfE"}
+# One key's math is about 50 instructions at tile 8, 30 at tile 4; one row ahead means at
+# least that. The schedules this replaced read a row 1 to 20 instructions after its load.
+MIN_LOAD_TO_USE = 30
+
+
+@pytest.fixture(scope="module")
+def kernels():
+    so = sorted(glob.glob(str(Path(sass_loads.__file__).resolve().parents[1] / "python" / "blosa" / "_C*.so")))
+    assert so, "no built extension under python/blosa"
+    pattern = "(" + "|".join(KERNELS) + ")I"
+    sass, _ = sass_loads.dump(so[0], pattern)
+    return sass_loads.parse_functions(sass)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("kernel", KERNELS)
+def test_loops_load_ahead(kernels, kernel, dtype):
+    mangled = re.compile(rf"^_ZN5blosa4cuda\d+{kernel}I{DTYPES[dtype]}")
+    functions = {name: code for name, code in kernels.items() if mangled.search(name)}
+    assert functions, f"no {kernel} for {dtype} in the build"
+    checked = 0
+    for name, code in functions.items():
+        for loop in sass_loads.loops(code):  # every loop with special-function work
+            for address, instruction, distance in loop.loads:
+                if "LDG" not in instruction or distance is None:
+                    continue
+                checked += 1
+                assert distance >= MIN_LOAD_TO_USE, (
+                    f"{name}: `{instruction}` at {address:#06x} is read {distance} "
+                    f"instructions later (python bench/sass_loads.py --kernels {kernel})")
+    assert checked, f"{kernel} ({dtype}): no global load found in a loop"
