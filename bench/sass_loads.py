@@ -38,7 +38,7 @@ class Loop:
 
 
 def parse_functions(sass: str) -> dict[str, list[tuple[int, str]]]:
-    """{mangled name: [(address, instruction text without predicate-free changes)]}."""
+    """{mangled name: [(address, instruction text)]} of `cuobjdump -sass` output."""
     functions, current = {}, None
     for line in sass.splitlines():
         header = re.match(r"\s+Function : (\S+)", line)
@@ -52,7 +52,9 @@ def parse_functions(sass: str) -> dict[str, list[tuple[int, str]]]:
 
 
 def operands(instruction: str) -> tuple[set[str], set[str]]:
-    """(registers written, registers read) of one instruction; stores and branches write none."""
+    """(registers written, registers read) of one instruction; stores and branches write none.
+    A 64-bit result (LDG.E.64, IMAD.WIDE) counts as its first register only: good enough for
+    the 32-bit loads of these kernels."""
     body = re.sub(r"^@!?U?P\w+\s+", "", instruction)  # the guard predicate
     opcode, _, rest = body.partition(" ")
     args = [a for a in rest.split(",")] if rest else []

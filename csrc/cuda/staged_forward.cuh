@@ -1,6 +1,6 @@
 // The forward of the tiled blocks with the keys staged through shared memory
 // (BLOSA_CUDA_FORWARD=staged). forward_tiled (attn_kernels.cuh) has every warp load its keys
-// itself, one row ahead, and holds them in registers: 107 registers, which caps it at 16
+// itself, rows ahead, and holds them in registers: over 100 registers, which caps it at 16
 // warps per SM, where Nsight Compute found it waiting on loads (bench/RESULTS.md). Here the
 // warps of a thread block share one stream of keys:
 //  1. a thread block owns a span of kWarps·kT consecutive queries of one sequence block for 32
