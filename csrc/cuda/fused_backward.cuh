@@ -83,18 +83,27 @@ __global__ void __launch_bounds__(kWarps * 32)
   // Step 2: this warp's part of each query's sums; a chunk of real queries that all attend all
   // of the warp's keys needs no test per query.
   const auto work = [&](int64_t c0, int half) {
-    const bool whole_chunk = all_rows_real(sh.real[half]) &&
-                             chunk_meets_all<kT>(p.dir, c0, t.start, t.end, i0, keys);
+    const uint64_t reals = chunk_flags(sh.real[half]);
+    const bool whole_chunk =
+        all_rows_real(reals) && chunk_meets_all<kT>(p.dir, c0, t.start, t.end, i0, keys);
+    // Query jj + 1's staged values are read before query jj's math, so that math hides their
+    // latency (read where they are used, each query's first pair waited for them).
+    const auto staged = [&](int jj) {
+      return QueryRow<A>{sh.query[half][0][jj][lane], sh.query[half][1][jj][lane],
+                         sh.query[half][2][jj][lane], sh.query[half][3][jj][lane]};
+    };
+    QueryRow<A> next = staged(0);
 #pragma unroll 1
     for (int jj = 0; jj < kWarps; ++jj) {
+      const QueryRow<A> query = next;
+      next = staged(min(jj + 1, kWarps - 1));
       A a = A(0), sum_w = A(0), r = A(0);
       const unsigned bits =
-          whole_chunk        ? kAllKeys
-          : sh.real[half][jj] ? pair_bits<kT>(p.dir, c0 + jj, t.start, t.end, i0, keys)
-                              : 0u;
+          whole_chunk              ? kAllKeys
+          : row_is_real(reals, jj) ? pair_bits<kT>(p.dir, c0 + jj, t.start, t.end, i0, keys)
+                                   : 0u;
       if (bits != 0u) {
-        const A xq = sh.query[half][0][jj][lane], g = sh.query[half][1][jj][lane],
-                o = sh.query[half][2][jj][lane], l2 = sh.query[half][3][jj][lane];
+        const A xq = query.xq, g = query.g, o = query.o, l2 = query.l2;
         const auto pair = [&](int q) {
           const A th = tanh_fast(xk[q] + xq);
           pair_grad_accumulate(shifted_exp2(th, p.a, l2), th, v[q], o, g, a, sum_w, r, dd[q],

@@ -97,12 +97,20 @@ __device__ __forceinline__ SpanBlock span_block(const Args<T, A>& p, int64_t spa
   return t;
 }
 
-// Whether all kWarps = 8 rows of a staged chunk are real: their flags (0 or 1) in one load.
+// The real flags (0 or 1) of the kWarps = 8 rows of a staged chunk, read as one 8-byte word
+// (row u's flag in byte u) once per chunk: a flag read from shared memory where it is tested
+// makes each row's test wait for its load.
 static_assert(kWarps == 8, "a chunk's real flags are read as one 8-byte word");
-__device__ __forceinline__ bool all_rows_real(const unsigned char* flags) {
+__device__ __forceinline__ uint64_t chunk_flags(const unsigned char* flags) {
   uint64_t bytes;
   memcpy(&bytes, flags, sizeof(bytes));
-  return bytes == 0x0101010101010101ull;
+  return bytes;
+}
+__device__ __forceinline__ bool all_rows_real(uint64_t flags) {
+  return flags == 0x0101010101010101ull;
+}
+__device__ __forceinline__ bool row_is_real(uint64_t flags, int u) {
+  return (flags >> (8 * u)) & 1u;
 }
 
 // Streams the rows [lo, hi) of the sequence whose first row is `base` past a thread block, in

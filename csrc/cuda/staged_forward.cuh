@@ -64,7 +64,8 @@ __global__ void __launch_bounds__(kWarps * 32)
   };
   // Step 3. A chunk of real keys that all the warp's queries attend needs no test per pair.
   const auto work = [&](int64_t c0, int half) {
-    if (all_rows_real(sh.real[half]) &&
+    const uint64_t reals = chunk_flags(sh.real[half]);
+    if (all_rows_real(reals) &&
         chunk_meets_all<kT>(transposed(p.dir), c0, t.start, t.end, j0, queries)) {
       seen = kAllQueries;
 #pragma unroll 2
@@ -77,7 +78,7 @@ __global__ void __launch_bounds__(kWarps * 32)
 #pragma unroll 1
       for (int kk = 0; kk < kWarps; ++kk) {
         const unsigned bits =
-            sh.real[half][kk] != 0
+            row_is_real(reals, kk)
                 ? pair_bits<kT>(transposed(p.dir), c0 + kk, t.start, t.end, j0, queries)
                 : 0u;
         if (bits == 0u) continue;
