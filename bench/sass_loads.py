@@ -6,9 +6,11 @@ No GPU needed: it reads the sm_90 machine code that `make build` compiled (cuobj
 each kernel whose name matches REGEX (default: the float32 tiled kernels, tile 8, fixed pivot),
 it prints its registers and, for each loop that does special-function work (MUFU), the loop's
 size and, for each load in it, how many instructions later an instruction first reads the
-loaded register (following the loop around its back edge). A load read a few instructions
-after it is issued stalls its warp for the load's whole latency; that is what Nsight Compute
-showed in the tiled kernels, and what stream_rows / stream_chunks (csrc/cuda/) avoid.
+loaded register (following the loop around its back edge; "s" marks a shared-memory load,
+"dead" a load overwritten before any read). A load read a few instructions after it is issued
+stalls its warp for the load's whole latency; that is what Nsight Compute showed in the tiled
+kernels, and what stream_rows / stream_chunks (csrc/cuda/) avoid. Also reads the cubins that
+`python -m blosa_kernels.compile_check --cubin-dir DIR` writes (--so DIR/NAME.cubin).
 """
 from __future__ import annotations
 
@@ -134,6 +136,17 @@ def find_cuobjdump() -> str:
     raise SystemExit("cuobjdump not found: set CUDA_HOME, or install triton (it ships one)")
 
 
+def readable(mangled: str) -> str:
+    """`forward_tiled<float, float, true, 8>` for a mangled kernel name (c++filt), or the
+    mangled name where c++filt is missing."""
+    try:
+        name = subprocess.run(["c++filt", mangled], capture_output=True, text=True).stdout.strip()
+    except OSError:
+        return mangled
+    name = re.sub(r"^void |\(.*$", "", name)  # the return type and the parameters
+    return name.replace("blosa::cuda::", "").replace("c10::", "") or mangled
+
+
 def report(sass: str, res_usage: str, pattern: str) -> str:
     regs = registers(res_usage)
     lines = ["| kernel | registers | loop | instructions | MUFU | loads: instructions to first use |",
@@ -141,9 +154,10 @@ def report(sass: str, res_usage: str, pattern: str) -> str:
     for name, code in parse_functions(sass).items():
         if not re.search(pattern, name):
             continue
-        short = re.sub(r"^_ZN5blosa4cuda\d+", "", name)[:40]
+        short = readable(name)
         for loop in loops(code):
-            uses = ", ".join("dead" if d is None else str(d) for _, _, d in loop.loads) or "none"
+            uses = ", ".join(("s" if "LDS" in text else "") + ("dead" if d is None else str(d))
+                             for _, text, d in loop.loads) or "none"
             lines.append(f"| {short} | {regs.get(name, '?')} | {code[loop.start][0]:#06x} | "
                          f"{loop.size} | {loop.mufu} | {uses} |")
     return "\n".join(lines)
@@ -164,7 +178,10 @@ def main(argv=None) -> int:
 def dump(so: str, pattern: str) -> tuple[str, str]:
     """(SASS holding the kernels matching `pattern`, `cuobjdump -res-usage` of all) of the build."""
     tool = find_cuobjdump()
-    run = lambda *a: subprocess.run([tool, *a, so], capture_output=True, text=True, check=True).stdout  # noqa: E731
+
+    def run(*options: str) -> str:
+        return subprocess.run([tool, *options, so], capture_output=True, text=True, check=True).stdout
+
     res = run("-res-usage")
     names = [name for name in registers(res) if re.search(pattern, name)]
     if not names:
