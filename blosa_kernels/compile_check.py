@@ -4,7 +4,10 @@ Triton's interpreter (how the CPU tests run the kernels) is lenient about things
 rejects (types of loop-carried values, constexpr rules, inline PTX), so CI also compiles each
 kernel ahead of time for one architecture, with Triton's bundled ptxas. Each kernel compiles
 twice: with its float scalars (c, 1/c, c·log2 e) as float32, as eager launches pass them, and as
-float64, as torch.compile may. Needs TRITON_INTERPRET unset. Exit status 0 when all compile.
+float64, as torch.compile may. Then every autotune config of each kernel (configs.py) compiles
+too, and must not spill: a config the GPU autotuner tries must build, and one that spills would
+only waste its time (registers and stack from `cuobjdump -res-usage`, the copy triton bundles).
+Needs TRITON_INTERPRET unset. Exit status 0 when all compile and none spills.
 With --cubin-dir DIR it also writes each binary there, named kernel-dtype-scalars.cubin, for
 `cuobjdump -sass` (the cuobjdump that triton bundles will do).
 """
@@ -12,7 +15,10 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
+import subprocess
 import sys
+import tempfile
 import time
 
 
@@ -49,6 +55,37 @@ def cases():
     yield backward.bwd_dkv_kernel, "fp32", dict(flags, DIR=1, FAST_TANH=False, BN=64, BD=32)
 
 
+def config_cases():
+    """(kernel, pointer dtype, constexprs, num_warps): every autotune config of every kernel, on
+    the kernel's first case of cases()."""
+    from blosa_kernels import configs
+
+    first = {}
+    for fn, dtype, constexprs in cases():
+        first.setdefault(fn, (dtype, constexprs))
+    for kind, (kernel_configs, _) in configs.CONFIGS.items():
+        fn = configs.PLAIN[kind]
+        dtype, constexprs = first[fn]
+        for config in kernel_configs:
+            yield fn, dtype, dict(constexprs, **config.kwargs), config.num_warps
+
+
+def resources(cubin: bytes) -> tuple[int, int] | None:
+    """(registers per thread, stack bytes: spills) of a one-kernel cubin, or None without the
+    cuobjdump that triton bundles."""
+    import triton
+
+    tool = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "cuobjdump")
+    if not os.access(tool, os.X_OK):
+        return None
+    with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
+        f.write(cubin)
+        f.flush()
+        usage = subprocess.run([tool, "-res-usage", f.name], capture_output=True, text=True).stdout
+    m = re.search(r"REG:(\d+) STACK:(\d+)", usage)
+    return (int(m.group(1)), int(m.group(2))) if m else None
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--arch", type=int, default=90, help="compute capability, e.g. 80 or 90")
@@ -76,7 +113,19 @@ def main(argv=None) -> int:
                     out.write(kernel.asm["cubin"])
             print(f"ok  {fn.__name__:<18} {dtype:<5} scalars {float_scalars} sm_{args.arch}  "
                   f"{time.time() - t0:5.1f}s  {constexprs}")
-    return 0
+    spilled = 0
+    for fn, dtype, constexprs, num_warps in config_cases():
+        t0 = time.time()
+        signature = _signature(fn, dtype, constexprs, "fp32")
+        kernel = triton.compile(ASTSource(fn=fn, signature=signature, constexprs=constexprs), target=target,
+                                options=dict(num_warps=num_warps, num_stages=1))
+        usage = resources(kernel.asm["cubin"])
+        regs, stack = usage if usage else ("?", 0)
+        spilled += stack > 0
+        print(f"{'ok ' if stack == 0 else 'SPILLS'} {fn.__name__:<18} {dtype:<5} autotune config "
+              f"num_warps={num_warps:<2} registers {regs} stack {stack}  {time.time() - t0:5.1f}s  "
+              f"{ {k: v for k, v in constexprs.items() if k in ('TILE', 'BM', 'BN', 'BD')} }")
+    return 1 if spilled else 0
 
 
 if __name__ == "__main__":

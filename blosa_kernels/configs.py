@@ -26,10 +26,16 @@ def _cfg(num_warps, **meta):
     return triton.Config(meta, num_warps=num_warps, num_stages=1)
 
 
-# Every config gives 16 tile elements per thread: at 32 the kernels use all 255 registers and
-# spill (ptxas -v, sm_90); at 16 none spills. TILE = queries per program (G = TILE // R whole
-# blocks of R); BM / BN = query / key rows per program; BD = features per program.
-_SHAPES = [(4, 64, 32), (8, 64, 64), (8, 128, 32)]  # (num_warps, rows, BD)
+# Tile elements per thread trade work per thread against warps per SM. Registers per thread on
+# sm_90 over the five kernels (`python -m blosa_kernels.compile_check` prints them, and fails on
+# a config that spills): at 32 elements the kernels use all 255 and spill; at 16, 142-240 (4 to
+# 8 warps per SM); at 8, 95-162 (8 to 16); at 4, 58-81 (up to 32). The CUDA kernels run 8 per
+# thread at 16 warps per SM. The first two shapes give 16, the last two 8 and 4, and the
+# autotuner picks (four shapes: each costs a compile per autotune key, and make gpu-check has
+# to fit one device call). Rows stay >= 64 = SMALL_BLOCK_MAX, since the per-block kernels need
+# TILE >= R. TILE = queries per program (G = TILE // R whole blocks of R); BM / BN = query /
+# key rows per program; BD = features per program.
+_SHAPES = [(4, 64, 32), (8, 64, 64), (8, 64, 32), (16, 64, 32)]  # (num_warps, rows, BD)
 BLOCK_CONFIGS = [_cfg(w, TILE=t, BD=bd) for w, t, bd in _SHAPES]
 BLOCK_BWD_CONFIGS = BLOCK_CONFIGS
 ROWS_CONFIGS = [_cfg(w, BM=t, BD=bd) for w, t, bd in _SHAPES]

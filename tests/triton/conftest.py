@@ -16,7 +16,7 @@ import pytest  # noqa: E402
 
 from blosa_kernels import configs  # noqa: E402  (imports triton, after the switch above)
 
-# Each autotuned launch compiles and times three tile shapes; across this suite's many kernel
+# Each autotuned launch compiles and times four tile shapes; across this suite's many kernel
 # variants that would take most of a GPU session, so tests use the first config unless they ask
 # for the `autotuned` fixture.
 configs.AUTOTUNE = False
