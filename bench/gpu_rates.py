@@ -160,6 +160,20 @@ def variant_table(records: list[dict]) -> list[str]:
     return rows if len(rows) > 2 else []
 
 
+def triton_picks() -> list[str]:
+    """The shape the Triton autotuner chose for each kernel and key it tuned in this process."""
+    try:
+        from blosa_kernels import configs
+    except ImportError:
+        return []
+    picks = []
+    for kind, tuned in configs.TUNED.items():
+        for key, config in getattr(tuned, "cache", {}).items():
+            shape = dict(config.kwargs, num_warps=config.num_warps)
+            picks.append(f"- {kind}, {key}: {shape}")
+    return picks
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", required=True, help="JSON file to write")
@@ -225,9 +239,14 @@ def main(argv=None):
     if variants:
         print("\nCUDA kernel variants against the default (BLOSA_CUDA_TILE, _BACKWARD, _FORWARD):\n")
         print("\n".join(variants))
+    picks = triton_picks() if "triton" in args.backends.split(",") and "triton" not in skipped else []
+    if picks:
+        print("\nTriton autotune picks (kernel, autotune key: shape):\n")
+        print("\n".join(picks))
     with open(args.out, "w") as f:
         json.dump(dict(device=name, torch=torch.__version__, bound=bound, skipped=skipped,
-                       seconds=round(time.perf_counter() - t_start, 1), records=records), f, indent=1)
+                       seconds=round(time.perf_counter() - t_start, 1), records=records,
+                       triton_picks=picks), f, indent=1)
     print(f"\nwrote {args.out} ({time.perf_counter() - t_start:.0f} s)")
     return 0
 

@@ -110,3 +110,19 @@ def test_sass_load_distances_follow_the_loop_around():
     assert sass_loads.registers(RES_USAGE) == {"_ZN5blosa4cuda13forward_tiledIffLb1ELi8EEEvNS0_4ArgsIT_T0_EEll": 125}
     table = sass_loads.report(SASS, RES_USAGE, "forward_tiled")
     assert "| 125 | 0x0000 | 9 | 1 | 4, 7, dead |" in table
+
+
+def test_triton_picks_name_each_tuned_shape(monkeypatch):
+    import triton
+
+    from blosa_kernels import configs
+
+    class Tuned:  # an autotuner after two keys were tuned
+        cache = {(300, 8, 0, True): triton.Config({"BM": 64, "BD": 32}, num_warps=16),
+                 (300, 512, 0, False): triton.Config({"BM": 64, "BD": 64}, num_warps=8)}
+
+    monkeypatch.setattr(configs, "TUNED", {"fwd_rows": Tuned()})
+    assert gpu_rates.triton_picks() == [
+        "- fwd_rows, (300, 8, 0, True): {'BM': 64, 'BD': 32, 'num_warps': 16}",
+        "- fwd_rows, (300, 512, 0, False): {'BM': 64, 'BD': 64, 'num_warps': 8}",
+    ]
