@@ -62,8 +62,8 @@ triton_status=$?
 tail -25 "$LOG/tests_triton.log"
 
 # Which unit holds each CUDA kernel back: Nsight Compute's summary sections (the five kernels,
-# the one-block forward with padding, the fused backward, the staged forward), where ncu can read the counters (not on every
-# machine; a failure here does not fail the check).
+# the one-block forward with padding, the fused backward, the staged forward), where ncu can
+# read the counters (not on every machine; a failure here does not fail the check).
 NCU=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | tail -1)
 if [ -n "$NCU" ]; then
   step "ncu ($NCU)"

@@ -6,7 +6,7 @@ No GPU needed: it reads the sm_90 machine code that `make build` compiled (cuobj
 each kernel whose name matches REGEX (default: the float32 tiled kernels, tile 8, fixed pivot),
 it prints its registers and, for each loop that does special-function work (MUFU), the loop's
 size and, for each load in it, how many instructions later an instruction first reads the
-loaded register (following the loop around its back edge; "s" marks a shared-memory load,
+loaded register (following the loop around its back edge; "s:" marks a shared-memory load,
 "dead" a load overwritten before any read). A load read a few instructions after it is issued
 stalls its warp for the load's whole latency; that is what Nsight Compute showed in the tiled
 kernels, and what stream_rows / stream_chunks (csrc/cuda/) avoid. Also reads the cubins that
@@ -119,6 +119,12 @@ def registers(res_usage: str) -> dict[str, int]:
     return out
 
 
+def built_extension() -> str | None:
+    """The extension `make build` put in this checkout (python/blosa/_C*.so), if any."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    return next(iter(sorted(glob.glob(os.path.join(root, "python", "blosa", "_C*.so")))), None)
+
+
 def find_cuobjdump() -> str:
     home = os.environ.get("CUDA_HOME", "")
     candidates = [os.path.join(home, "bin", "cuobjdump")] if home else []
@@ -156,7 +162,7 @@ def report(sass: str, res_usage: str, pattern: str) -> str:
             continue
         short = readable(name)
         for loop in loops(code):
-            uses = ", ".join(("s" if "LDS" in text else "") + ("dead" if d is None else str(d))
+            uses = ", ".join(("s:" if "LDS" in text else "") + ("dead" if d is None else str(d))
                              for _, text, d in loop.loads) or "none"
             lines.append(f"| {short} | {regs.get(name, '?')} | {code[loop.start][0]:#06x} | "
                          f"{loop.size} | {loop.mufu} | {uses} |")
@@ -168,7 +174,7 @@ def main(argv=None) -> int:
     parser.add_argument("--so", default=None, help="the built extension (default python/blosa/_C*.so)")
     parser.add_argument("--kernels", default=DEFAULT_KERNELS, help="regex on mangled kernel names")
     args = parser.parse_args(argv)
-    so = args.so or next(iter(sorted(glob.glob("python/blosa/_C*.so"))), None)
+    so = args.so or built_extension()
     if not so or not os.path.exists(so):
         raise SystemExit("no built extension: run `make build` (with BLOSA_CUDA=1), or pass --so")
     print(report(*dump(so, args.kernels), args.kernels))

@@ -131,17 +131,20 @@ def test_tiles_of_4_rows(monkeypatch, dtype, direction):
         check(dtype, direction, block_len, "holes", n=n)
 
 
+# (n, block_len, mask) for the span kernels (fused backward, staged forward): one span (45 rows,
+# or 20 and 13 in blocks), several (150 and 300 rows: spans of 32 or 64) and, for the fused
+# backward, more than 8 spans with tile 4 (300 keys; the split backward then runs).
+SPAN_CASES = ((45, 20, "holes"), (37, 13, "empty_row"), (45, 0, "none"), (150, 0, "right_pad"),
+              (300, 0, "holes"))
+
+
 @pytest.mark.parametrize("tile", ("4", "8"))
 @pytest.mark.parametrize("direction", DIRECTIONS)
 @pytest.mark.parametrize("dtype", (torch.float32, torch.bfloat16, torch.float16), ids=str)
 def test_fused_backward(monkeypatch, dtype, direction, tile):
-    # BLOSA_CUDA_BACKWARD=fused: one span (45 keys, or 20 and 13 in blocks), several spans
-    # (150 and 300 keys: 32- or 64-key spans) and more than 8 spans with tile 4 (300 keys; the
-    # split backward then runs).
     monkeypatch.setenv("BLOSA_CUDA_BACKWARD", "fused")
     monkeypatch.setenv("BLOSA_CUDA_TILE", tile)
-    for n, block_len, mask_kind in ((45, 20, "holes"), (37, 13, "empty_row"), (45, 0, "none"),
-                                    (150, 0, "right_pad"), (300, 0, "holes")):
+    for n, block_len, mask_kind in SPAN_CASES:
         check(dtype, direction, block_len, mask_kind, n=n, B=2, d=40)
 
 
@@ -150,13 +153,11 @@ def test_fused_backward(monkeypatch, dtype, direction, tile):
 @pytest.mark.parametrize("direction", DIRECTIONS)
 @pytest.mark.parametrize("dtype", (torch.float32, torch.bfloat16, torch.float64), ids=str)
 def test_staged_forward(monkeypatch, dtype, direction, tile, backward):
-    # BLOSA_CUDA_FORWARD=staged: one span of queries (up to 32 or 64), several (150 and 300),
-    # padding, rows with no key, and both pivot paths (the scale is drawn per case).
+    # Both pivot paths too: the scale is drawn per case.
     monkeypatch.setenv("BLOSA_CUDA_FORWARD", "staged")
     monkeypatch.setenv("BLOSA_CUDA_BACKWARD", backward)
     monkeypatch.setenv("BLOSA_CUDA_TILE", tile)
-    for n, block_len, mask_kind in ((45, 20, "holes"), (37, 13, "empty_row"), (45, 0, "none"),
-                                    (150, 0, "right_pad"), (300, 0, "holes")):
+    for n, block_len, mask_kind in SPAN_CASES:
         check(dtype, direction, block_len, mask_kind, n=n, B=2, d=40)
 
 

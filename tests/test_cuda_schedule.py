@@ -11,7 +11,6 @@ has no CUDA kernels (a CPU-only install); CI builds them.
 """
 from __future__ import annotations
 
-import glob
 import re
 import sys
 from pathlib import Path
@@ -38,10 +37,9 @@ MIN_LOAD_TO_USE = 30
 
 @pytest.fixture(scope="module")
 def kernels():
-    so = sorted(glob.glob(str(Path(sass_loads.__file__).resolve().parents[1] / "python" / "blosa" / "_C*.so")))
+    so = sass_loads.built_extension()
     assert so, "no built extension under python/blosa"
-    pattern = "(" + "|".join(KERNELS) + ")I"
-    sass, _ = sass_loads.dump(so[0], pattern)
+    sass, _ = sass_loads.dump(so, "(" + "|".join(KERNELS) + ")I")
     return sass_loads.parse_functions(sass)
 
 

@@ -188,11 +188,11 @@ void dispatch_forward(const Args<T, A>& a, double scale, TiledOptions opt, Launc
 }
 
 // Runs the backward: one launch for small blocks; for longer ones two (query tiles, key tiles),
-// or the fused kernel (then head_sums holds 3 · spans · B · n · d floats when spans > 1, and
-// head_grad_from_sums adds them up).
+// or, when spans = fused_spans(a, opt) > 0, the fused kernel (then head_sums holds
+// 3 · spans · B · n · d floats when spans > 1, and head_grad_from_sums adds them up).
 template <typename T, typename A, typename Launch>
-void dispatch_backward(const Args<T, A>& a, TiledOptions opt, A* head_sums, Launch&& launch) {
-  const int64_t spans = fused_spans(a, opt);
+void dispatch_backward(const Args<T, A>& a, TiledOptions opt, int64_t spans, A* head_sums,
+                       Launch&& launch) {
   if (a.r <= kSmallMax) {
     const Geometry g = small_geometry(a);
     with_direction(a.dir, [&](auto dc) {
@@ -257,7 +257,7 @@ void run_backward(const at::Tensor& grad_out, const at::Tensor& dep, const at::T
     const at::Tensor head_sums =
         spans > 1 ? at::empty({spans * 3 * dep.numel()}, dep.options().dtype(at::kFloat))
                   : at::Tensor();
-    dispatch_backward(a, opt, spans > 1 ? head_sums.data_ptr<A>() : nullptr, launch);
+    dispatch_backward(a, opt, spans, spans > 1 ? head_sums.data_ptr<A>() : nullptr, launch);
   };
   with_base_args(dep, head, value, bias, mask, block_len, direction, scale, backward);
 }

@@ -103,11 +103,10 @@ __global__ void __launch_bounds__(kWarps * 32)
           : row_is_real(reals, jj) ? pair_bits<kT>(p.dir, c0 + jj, t.start, t.end, i0, keys)
                                    : 0u;
       if (bits != 0u) {
-        const A xq = query.xq, g = query.g, o = query.o, l2 = query.l2;
         const auto pair = [&](int q) {
-          const A th = tanh_fast(xk[q] + xq);
-          pair_grad_accumulate(shifted_exp2(th, p.a, l2), th, v[q], o, g, a, sum_w, r, dd[q],
-                               dv[q]);
+          const A th = tanh_fast(xk[q] + query.xq);
+          pair_grad_accumulate(shifted_exp2(th, p.a, query.l2), th, v[q], query.o, query.g, a,
+                               sum_w, r, dd[q], dv[q]);
         };
         if (bits == kAllKeys) {  // the common case: no test per pair
 #pragma unroll

@@ -128,7 +128,10 @@ __device__ __forceinline__ void stream_chunks(const bool* mask, int64_t base, in
   const int w = threadIdx.y;
   const auto row_of = [&](int64_t c0) { return base + min(c0 + w, hi - 1); };
   const auto real_of = [&](int64_t c0, int mask_bits) { return c0 + w < hi && mask_bits != 0; };
-  if (lo < hi) stage(0, load(row_of(lo)), real_of(lo, mask_byte(mask, row_of(lo))));
+  if (lo < hi) {
+    const int64_t row = row_of(lo);
+    stage(0, load(row), real_of(lo, mask_byte(mask, row)));
+  }
   __syncthreads();
   int half = 0;
   for (int64_t c0 = lo; c0 < hi; c0 += kWarps, half ^= 1) {
@@ -137,8 +140,9 @@ __device__ __forceinline__ void stream_chunks(const bool* mask, int64_t base, in
     // the range): a conditional load, or a test of the mask byte here, put an instruction that
     // waits for the load (a register copy merging it with a default, the compare) before work
     // (SASS, sm_90).
-    auto next = load(row_of(c1));
-    int next_mask = mask_byte(mask, row_of(c1));
+    const int64_t row = row_of(c1);
+    auto next = load(row);
+    int next_mask = mask_byte(mask, row);
     next.pin_loads();
     pin(next_mask);
     work(c0, half);
