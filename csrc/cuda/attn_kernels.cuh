@@ -84,7 +84,8 @@ __device__ __forceinline__ A pos_inf() {
 // the early loads of stream_rows and of the small kernels). Emits no instruction and no wait.
 // A 16-bit value goes through a 32-bit register: pinned as 16 bits ("h"), the compiler packed
 // two of them into one register, and the packing instruction (PRMT) waited for the load right
-// after it (the float16/bfloat16 tiled kernels read a row 5 to 15 instructions after its load).
+// after it (the float16/bfloat16 diagonal loops then read a row a few instructions after its
+// load, even two rows ahead).
 template <typename V>
 __device__ __forceinline__ void pin(V& x) {
 #if defined(__CUDA_ARCH__)
