@@ -46,8 +46,9 @@ echo >> "$LOG/sfu.md"
 timeout 30 $PY bench/bias_reduce.py >> "$LOG/sfu.md" 2>&1
 
 step "kernel rates"
-timeout ${RATES_TIMEOUT:-150} $PY bench/gpu_rates.py --out "$LOG/rates.json" \
-  --cuda-variants tile4,fused,staged,staged+fused,tile4+staged+fused > "$LOG/rates.md" 2>&1
+timeout ${RATES_TIMEOUT:-170} $PY bench/gpu_rates.py --out "$LOG/rates.json" \
+  --cuda-variants tile4,fused,staged,staged+fused,tile4+staged+fused \
+  --triton-variants fused,fast32 > "$LOG/rates.md" 2>&1
 rates_status=$?
 
 step "GPU tests"
@@ -56,7 +57,7 @@ BLOSA_CUDA_ERR_LOG="$LOG/cuda_errors.json" timeout ${CUDA_TESTS_TIMEOUT:-140} $P
 tests_status=$?
 tail -25 "$LOG/tests_cuda.log"
 step "Triton GPU tests"
-timeout ${TRITON_TESTS_TIMEOUT:-120} $PY -m pytest tests/triton -q -rs --maxfail=20 -p no:cacheprovider \
+timeout ${TRITON_TESTS_TIMEOUT:-150} $PY -m pytest tests/triton -q -rs --maxfail=20 -p no:cacheprovider \
   > "$LOG/tests_triton.log" 2>&1
 triton_status=$?
 tail -25 "$LOG/tests_triton.log"

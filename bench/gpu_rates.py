@@ -17,6 +17,7 @@ table. About a minute.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import sys
@@ -125,37 +126,87 @@ def variant_env(variant: str) -> dict[str, str]:
     return env
 
 
-def jobs(backends, cuda_variants):
-    """(label, backend, variant environment, dtype name, config, mode) of every measurement:
-    each backend on every config; after the CUDA backend's own, each CUDA kernel variant in
-    every dtype on the one-block config (the variants change only the tiled kernels, which
-    blocks longer than 8 use), so that a slow first Triton compile cannot crowd them out."""
+# Triton variants set attributes of blosa_kernels.configs, which the launcher reads at each call.
+TRITON_VARIANT_PARTS = {
+    "fused": {"BACKWARD": "fused"},  # bwd_fused_kernel + bwd_dkv_sums_kernel
+    "fast32": {"FAST_TANH_DTYPES": ("float32", "float16", "bfloat16")},  # tanh.approx.f32 in float32
+}
+
+
+def triton_variant_settings(variant: str) -> dict:
+    """blosa_kernels.configs attributes of a Triton variant: "+"-joined parts, "fused" (the
+    fused backward) and "fast32" (tanh.approx.f32 for float32 inputs too), e.g. "fused+fast32"."""
+    settings = {}
+    for part in variant.split("+"):
+        if part not in TRITON_VARIANT_PARTS:
+            raise ValueError(f"unknown Triton variant part {part!r} in {variant!r} "
+                             f"({', '.join(TRITON_VARIANT_PARTS)})")
+        settings.update(TRITON_VARIANT_PARTS[part])
+    return settings
+
+
+def jobs(backends, cuda_variants, triton_variants=()):
+    """(label, backend, variant settings, dtype name, config, mode) of every measurement: each
+    backend on every config; after a backend's own, each of its kernel variants in every dtype
+    on the one-block config (the variants change only the kernels of blocks longer than 8 and
+    64), the CUDA ones before any Triton job so that a slow first Triton compile cannot crowd
+    them out. Settings: environment variables (CUDA) or blosa_kernels.configs attributes."""
     one_block = next(c for c in CONFIGS if c[0] == "one block")
     for backend in backends:
         for dname in DTYPES:
             for config in CONFIGS:
                 for mode in config[5]:
                     yield backend, backend, {}, dname, config, mode
-        if backend == "cuda":
-            for variant in cuda_variants:
-                for dname in DTYPES:
-                    for mode in one_block[5]:
-                        yield (f"cuda {variant}", "cuda", variant_env(variant), dname, one_block,
-                               mode)
+        variants = {"cuda": [(v, variant_env(v)) for v in cuda_variants],
+                    "triton": [(v, triton_variant_settings(v)) for v in triton_variants]}
+        for variant, settings in variants.get(backend, []):
+            for dname in DTYPES:
+                for mode in one_block[5]:
+                    yield f"{backend} {variant}", backend, settings, dname, one_block, mode
+
+
+@contextlib.contextmanager
+def variant_applied(backend: str, settings: dict):
+    """The variant's environment (CUDA) or configs attributes (Triton) for the duration."""
+    if backend != "triton":
+        for variable in TUNING_VARIABLES:
+            os.environ.pop(variable, None)
+        os.environ.update(settings)
+        try:
+            yield
+        finally:
+            for variable in TUNING_VARIABLES:
+                os.environ.pop(variable, None)
+        return
+    if not settings:
+        yield
+        return
+    from blosa_kernels import configs
+
+    saved = {name: getattr(configs, name) for name in settings}
+    for name, value in settings.items():
+        setattr(configs, name, value)
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            setattr(configs, name, value)
 
 
 def variant_table(records: list[dict]) -> list[str]:
-    """Markdown rows comparing each CUDA kernel variant with the default on the same (dtype,
-    config, mode): its kernel ms, and how many times faster than the default it is."""
-    default = {(r["dtype"], r["config"], r["mode"]): r["kernel_ms"]
-               for r in records if r["backend"] == "cuda"}
+    """Markdown rows comparing each kernel variant ("cuda tile4", "triton fused") with its
+    backend's default on the same (dtype, config, mode): its kernel ms, and how many times
+    faster than the default it is."""
+    default = {(r["backend"], r["dtype"], r["config"], r["mode"]): r["kernel_ms"]
+               for r in records if " " not in r["backend"]}
     rows = ["| variant | dtype | config | mode | kernels ms | default ms | speed-up |",
             "|---|---|---|---|---|---|---|"]
     for r in records:
-        base = default.get((r["dtype"], r["config"], r["mode"]))
-        if not r["backend"].startswith("cuda ") or base is None:
+        backend, _, variant = r["backend"].partition(" ")
+        base = default.get((backend, r["dtype"], r["config"], r["mode"]))
+        if not variant or base is None:
             continue
-        rows.append(f"| {r['backend'][5:]} | {r['dtype']} | {r['config']} | {r['mode']} | "
+        rows.append(f"| {r['backend']} | {r['dtype']} | {r['config']} | {r['mode']} | "
                     f"{r['kernel_ms']:.3f} | {base:.3f} | {base / r['kernel_ms']:.2f}x |")
     return rows if len(rows) > 2 else []
 
@@ -181,6 +232,9 @@ def main(argv=None):
     ap.add_argument("--cuda-variants", default="",
                     help="comma-separated CUDA kernel variants to compare with the default, "
                          "e.g. tile4,fused,staged+fused")
+    ap.add_argument("--triton-variants", default="",
+                    help="comma-separated Triton kernel variants to compare with the default, "
+                         "e.g. fused,fast32,fused+fast32")
     args = ap.parse_args(argv)
     if not torch.cuda.is_available():
         print("no CUDA device; nothing to measure")
@@ -190,20 +244,20 @@ def main(argv=None):
     print(f"device: {name}; torch {torch.__version__}; SFU bound (forward) {bound:.3g} elements/s")
     records, skipped = [], {}
     t_start = time.perf_counter()
-    variants = [v for v in args.cuda_variants.split(",") if v]
-    for label, backend, env, dname, (cname, B, n, d, r, _), mode in jobs(args.backends.split(","), variants):
-        if backend in skipped:
+    cuda_variants = [v for v in args.cuda_variants.split(",") if v]
+    triton_variants = [v for v in args.triton_variants.split(",") if v]
+    all_jobs = list(jobs(args.backends.split(","), cuda_variants, triton_variants))  # names checked
+    for label, backend, settings, dname, (cname, B, n, d, r, _), mode in all_jobs:
+        if backend in skipped or label in skipped:  # a backend, or one variant of it, failed
             continue
-        for variable in TUNING_VARIABLES:
-            os.environ.pop(variable, None)
-        os.environ.update(env)
         try:
-            ms, peak, kernels = measure(backend, DTYPES[dname], B, n, d, r, mode)
+            with variant_applied(backend, settings):
+                ms, peak, kernels = measure(backend, DTYPES[dname], B, n, d, r, mode)
         except Exception as e:  # noqa: BLE001  a backend that cannot run is skipped
             # (ImportError / RuntimeError when not built or installed; anything else from a
             # backend in progress must not stop the other's numbers)
-            skipped[backend] = f"{type(e).__name__}: {str(e).splitlines()[0][:200]}"
-            print(f"skipping backend {backend!r}: {skipped[backend]}")
+            skipped[label] = f"{type(e).__name__}: {str(e).splitlines()[0][:200]}"
+            print(f"skipping {label!r}: {skipped[label]}")
             torch.cuda.empty_cache()
             continue
         el = elements(B, n, d, r)
@@ -211,7 +265,7 @@ def main(argv=None):
         rate = el / (kernel_ms * 1e-3)
         # forward costs 2 SFU ops per element; forward+backward is compared with the same
         # forward bound (its SFU work is 2-3x larger).
-        rec = dict(backend=label, variant=env, dtype=dname, config=cname, B=B, n=n, d=d,
+        rec = dict(backend=label, variant=settings, dtype=dname, config=cname, B=B, n=n, d=d,
                    block_len=r, mode=mode, ms=round(ms, 4), kernel_ms=round(kernel_ms, 4),
                    kernels={k: round(v, 4) for k, v in kernels.items()}, elements=el, rate=rate,
                    call_rate=el / (ms * 1e-3), bound=bound, fraction_of_bound=rate / bound,
@@ -224,8 +278,6 @@ def main(argv=None):
         for kernel, k_ms in sorted(kernels.items(), key=lambda kv: -kv[1])[:4]:
             print(f"      {k_ms:8.3f} ms  {kernel[:100]}")
         torch.cuda.empty_cache()
-    for variable in TUNING_VARIABLES:
-        os.environ.pop(variable, None)
     print()
     print(f"{name}, bound {bound:.2g} score elements/s (forward)\n")
     print("| backend | dtype | config | mode | call ms | kernels ms | elements/s (kernels) | of bound "
@@ -237,7 +289,8 @@ def main(argv=None):
               f"{r['peak_mib']} ({r['bnd_mib']}) |")
     variants = variant_table(records)
     if variants:
-        print("\nCUDA kernel variants against the default (BLOSA_CUDA_TILE, _BACKWARD, _FORWARD):\n")
+        print("\nKernel variants against their backend's default (CUDA: BLOSA_CUDA_TILE, _BACKWARD, "
+              "_FORWARD; Triton: blosa_kernels.configs):\n")
         print("\n".join(variants))
     picks = triton_picks() if "triton" in args.backends.split(",") and "triton" not in skipped else []
     if picks:

@@ -83,24 +83,20 @@ def queries_of(i, n, r, DIR: tl.constexpr):
 
 
 @triton.jit
-def row_tile(mask, n, r, BM: tl.constexpr, DIR: tl.constexpr, KEYS: tl.constexpr):
-    """The tile of program (pid 0) of a row-tile kernel: BM consecutive rows of one sequence,
-    queries that stream their keys (KEYS) or keys that stream their queries (not KEYS).
+def tile_ranges(mask, b, m0, end, n, r, BM: tl.constexpr, DIR: tl.constexpr, KEYS: tl.constexpr):
+    """Rows [m0, min(m0 + BM, end)) of sequence b as a row tile: queries that stream their keys
+    (KEYS) or keys that stream their queries (not KEYS).
 
-    Returns b, m0 (the sequence and first row); o_j, m_j, real_j ([BM] rows, which exist,
-    which are real tokens); lo_j, hi_j (each row's range, empty for padding rows); last (the
-    last row); s_lo, s_hi (the union of the ranges, what the program streams) and inner_lo,
-    inner_hi (their intersection). Ranges are nondecreasing in the row, so the union runs from
-    the first row's lo to the last row's hi; on the intersection every row of the tile takes
-    part, so no per-row mask is needed there (padding rows are zeroed at the end).
+    Returns o_j, m_j, real_j ([BM] rows, which exist, which are real tokens); lo_j, hi_j (each
+    row's range, empty for padding rows); last (the last row); s_lo, s_hi (the union of the
+    ranges, what the program streams; empty when the tile is) and inner_lo, inner_hi (their
+    intersection). Ranges are nondecreasing in the row, so the union runs from the first row's
+    lo to the last row's hi; on the intersection every row of the tile takes part, so no
+    per-row mask is needed there (padding rows are zeroed at the end).
     """
-    pid = tl.program_id(0)
-    tiles = tl.cdiv(n, BM)
-    b = pid // tiles
-    m0 = (pid % tiles) * BM
     o_j = m0 + tl.arange(0, BM)
-    m_j = o_j < n
-    last = tl.minimum(m0 + BM, n) - 1
+    m_j = o_j < end
+    last = tl.minimum(m0 + BM, end) - 1
     if KEYS:
         lo_j, hi_j = keys_of(o_j, n, r, DIR)
         s_lo, inner_hi = keys_of(m0, n, r, DIR)
@@ -109,9 +105,39 @@ def row_tile(mask, n, r, BM: tl.constexpr, DIR: tl.constexpr, KEYS: tl.constexpr
         lo_j, hi_j = queries_of(o_j, n, r, DIR)
         s_lo, inner_hi = queries_of(m0, n, r, DIR)
         inner_lo, s_hi = queries_of(last, n, r, DIR)
+    s_hi = tl.where(m0 < end, s_hi, s_lo)
     real_j = m_j & (tl.load(mask + b * n + o_j, mask=m_j, other=0) != 0)
     hi_j = tl.where(real_j, hi_j, lo_j)
+    return o_j, m_j, real_j, lo_j, hi_j, last, s_lo, s_hi, inner_lo, inner_hi
+
+
+@triton.jit
+def row_tile(mask, n, r, BM: tl.constexpr, DIR: tl.constexpr, KEYS: tl.constexpr):
+    """The tile of program (pid 0) of a row-tile kernel: BM consecutive rows of one sequence
+    (tiles may straddle blocks). Returns b, m0 (the sequence and first row), then tile_ranges."""
+    pid = tl.program_id(0)
+    tiles = tl.cdiv(n, BM)
+    b = pid // tiles
+    m0 = (pid % tiles) * BM
+    o_j, m_j, real_j, lo_j, hi_j, last, s_lo, s_hi, inner_lo, inner_hi = tile_ranges(
+        mask, b, m0, n, n, r, BM, DIR, KEYS)
     return b, m0, o_j, m_j, real_j, lo_j, hi_j, last, s_lo, s_hi, inner_lo, inner_hi
+
+
+@triton.jit
+def block_row_tile(mask, n, r, nblk, U, BM: tl.constexpr, DIR: tl.constexpr):
+    """The tile of program (pid 0) of a kernel whose query tiles never straddle blocks: program
+    (b · nblk + block) · U + u owns the block's queries [u·BM, (u + 1)·BM), empty past the end
+    of a short last block. Returns b, u, m0, then tile_ranges (queries streaming their keys)."""
+    pid = tl.program_id(0)
+    u = pid % U
+    blk = (pid // U) % nblk
+    b = pid // (U * nblk)
+    m0 = blk * r + u * BM
+    end = tl.minimum(blk * r + r, n)
+    o_j, m_j, real_j, lo_j, hi_j, last, s_lo, s_hi, inner_lo, inner_hi = tile_ranges(
+        mask, b, m0, end, n, r, BM, DIR, True)
+    return b, u, m0, o_j, m_j, real_j, lo_j, hi_j, last, s_lo, s_hi, inner_lo, inner_hi
 
 
 @triton.jit

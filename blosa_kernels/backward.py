@@ -12,9 +12,17 @@ no atomics, bitwise-deterministic results.
   feature tile. It holds the blocks' keys ([G, R, BD] dep and value), steps through the query
   offsets, and accumulates d_dep and d_value in registers while writing each query's d_head row:
   every (query, key, feature) element is computed once.
-- Large blocks: `bwd_dq_kernel` owns BM queries (loops over keys, writes d_head) and
-  `bwd_dkv_kernel` owns BN keys (loops over the queries that attend them, writes d_dep and
-  d_value).
+- Large blocks, split (the default): `bwd_dq_kernel` owns BM queries (loops over keys, writes
+  d_head) and `bwd_dkv_kernel` owns BN keys (loops over the queries that attend them, writes
+  d_dep and d_value), so every element's tanh and exp are computed twice.
+- Large blocks up to configs.FUSED_MAX_BLOCK, fused (`configs.BACKWARD = "fused"`):
+  `bwd_fused_kernel` computes each element once. It owns BM queries of one block, as
+  `bwd_dq_kernel`, and for each key it streams also sums the tile's d_dep and d_value terms over
+  its queries (a reduction across the tile's rows) into a float32 scratch `sums`
+  [2, U, B, n, d], U = cdiv(r, BM) query tiles per block. `bwd_dkv_sums_kernel` then adds each
+  key's U parts in tile order (deterministic). Scratch: 2·U·B·n·d floats (12 at one block of
+  384 in tiles of 64), so the fused path stops at blocks of FUSED_MAX_BLOCK; full DiSA keeps
+  the split kernels and O(B·n·d) memory.
 
 Arguments: pointers to contiguous [B, n, d] tensors (lse and d_head float32), bias [d] (zeros
 when None), mask [B, n] uint8 (ones when None); n, d, r (the resolved block length), scalars
@@ -23,8 +31,8 @@ c, 1/c and c·log2(e); DIR 0 forward / 1 backward / 2 diag / 3 all; FAST_TANH: t
 import triton
 import triton.language as tl
 
-from blosa_kernels._math import (LOG2E, dir_allows, f32, key_row, query_row, row_tile,
-                                 stream_row, tanh_f32)
+from blosa_kernels._math import (LOG2E, block_row_tile, dir_allows, f32, key_row, query_row,
+                                 row_tile, stream_row, tanh_f32)
 
 
 @triton.jit
@@ -211,5 +219,101 @@ def bwd_dkv_kernel(
     keep = (tl.load(mask + b * n + o_i, mask=m_i, other=0) != 0)[:, None]
     b_dd = tl.where(keep, b_dd, 0.0)
     b_dv = tl.where(keep, b_dv, 0.0)
+    tl.store(d_dep + p_i, b_dd.to(d_dep.dtype.element_ty), mask=m_ik)
+    tl.store(d_value + p_i, b_dv.to(d_value.dtype.element_ty), mask=m_ik)
+
+
+@triton.jit
+def bwd_fused_kernel(
+    grad_out, dep, head, value, bias, mask, out, lse, d_head, sums,
+    B, n, d, r, nblk, U, n_bucket, r_bucket, inv_c, c_log2e,
+    DIR: tl.constexpr,
+    FAST_TANH: tl.constexpr,
+    BM: tl.constexpr, BD: tl.constexpr,
+):
+    # bwd_dq_kernel's loop on a query tile that stays inside one block (block_row_tile), plus,
+    # per key, the tile's parts of d_dep and d_value: sums[0 / 1, u, b, i, :].
+    inv_c, c_log2e = f32(inv_c), f32(c_log2e)
+    b, u, m0, o_j, m_j, real_j, lo_j, hi_j, last, i_lo, i_hi, inner_lo, inner_hi = block_row_tile(
+        mask, n, r, nblk, U, BM, DIR)
+    o_k = tl.program_id(1) * BD + tl.arange(0, BD)
+    m_k = o_k < d
+
+    p_j = (b * n + o_j).to(tl.int64)[:, None] * d + o_k[None, :]
+    m_jk = m_j[:, None] & m_k[None, :]
+    b_q = tl.load(head + p_j, mask=m_jk, other=0.0).to(tl.float32)
+    b_q += tl.load(bias + o_k, mask=m_k, other=0.0).to(tl.float32)[None, :]
+    b_q = b_q * inv_c
+    b_g = tl.load(grad_out + p_j, mask=m_jk, other=0.0).to(tl.float32)
+    # Padding rows, rows past the block and rows with no key have lse = +inf: p = 0 exactly.
+    b_nlse2 = -tl.load(lse + p_j, mask=m_jk, other=float("inf")) * LOG2E
+    b_os = tl.load(out + p_j, mask=m_jk, other=0.0).to(tl.float32)
+    b_pwv = tl.zeros([BM, BD], dtype=tl.float32)
+    b_pw = tl.zeros([BM, BD], dtype=tl.float32)
+    b_pv = tl.zeros([BM, BD], dtype=tl.float32)
+    # n_bucket, r_bucket: unused here; autotune keys.
+    plane = tl.cast(U, tl.int64) * B * n * d  # the d_value parts follow the d_dep parts
+    tile_sums = sums + (tl.cast(u, tl.int64) * B * n + b * n) * d + o_k
+    nxt_real, nxt_dep, nxt_val = key_row(mask, dep, value, b * n + stream_row(i_lo, i_hi), d,
+                                         o_k, m_k)
+    for i in range(i_lo, i_hi):
+        real_i, raw_dep, raw_val = nxt_real, nxt_dep, nxt_val
+        nxt_real, nxt_dep, nxt_val = key_row(mask, dep, value, b * n + stream_row(i + 1, i_hi),
+                                             d, o_k, m_k)
+        if real_i:  # a padding key's parts are never read (bwd_dkv_sums_kernel zeroes it)
+            b_dep = raw_dep.to(tl.float32)
+            b_val = raw_val.to(tl.float32)
+            t = tanh_f32(b_dep[None, :] * inv_c + b_q, FAST_TANH)
+            inner = (i >= inner_lo) & (i < inner_hi)
+            if DIR == 2:
+                inner = inner & ((i < m0) | (i > last))
+            if inner:
+                p = tl.exp2(t * c_log2e + b_nlse2)
+            else:
+                allow = (lo_j <= i) & (i < hi_j)
+                if DIR == 2:
+                    allow = allow & (o_j != i)
+                p = tl.where(allow[:, None], tl.exp2(t * c_log2e + b_nlse2), 0.0)
+            vd = b_val[None, :] - b_os
+            pw = p * (1.0 - t * t)
+            pwv = pw * vd
+            b_pwv += pwv
+            b_pw += pw
+            b_pv += p * vd
+            # d_dep[i] = sum_j g p w (v_i - o_j), d_value[i] = sum_j g p, over this tile's j.
+            row = tile_sums + tl.cast(i, tl.int64) * d
+            tl.store(row, tl.sum(pwv * b_g, axis=0), mask=m_k)
+            tl.store(row + plane, tl.sum(p * b_g, axis=0), mask=m_k)
+    b_dh = b_g * (b_pwv - b_pv * b_pw)  # as in bwd_dq_kernel
+    tl.store(d_head + p_j, b_dh.to(d_head.dtype.element_ty), mask=m_jk)
+
+
+@triton.jit
+def bwd_dkv_sums_kernel(
+    sums, mask, d_dep, d_value,
+    B, n, d, r, U,
+    DIR: tl.constexpr,
+    QT: tl.constexpr,
+    BN: tl.constexpr, BD: tl.constexpr,
+):
+    # d_dep and d_value of BN keys: the parts bwd_fused_kernel left for them, one per query tile
+    # (of QT rows) that attends them, added in tile order. Padding keys get an empty range: 0.
+    b, m0, o_i, m_i, real_i, lo_i, hi_i, last, j_lo, j_hi, inner_lo, inner_hi = row_tile(
+        mask, n, r, BN, DIR, False)
+    o_k = tl.program_id(1) * BD + tl.arange(0, BD)
+    m_k = o_k < d
+    start = (o_i // r) * r
+    u_lo = (lo_i - start) // QT
+    u_hi = tl.where(hi_i > lo_i, (hi_i - start + QT - 1) // QT, u_lo)
+    p_i = (b * n + o_i).to(tl.int64)[:, None] * d + o_k[None, :]
+    plane = tl.cast(U, tl.int64) * B * n * d
+    m_ik = m_i[:, None] & m_k[None, :]
+    b_dd = tl.zeros([BN, BD], dtype=tl.float32)
+    b_dv = tl.zeros([BN, BD], dtype=tl.float32)
+    for u in range(0, U):
+        take = m_ik & ((u_lo <= u) & (u < u_hi))[:, None]
+        part = sums + tl.cast(u, tl.int64) * B * n * d + p_i
+        b_dd += tl.load(part, mask=take, other=0.0)
+        b_dv += tl.load(part + plane, mask=take, other=0.0)
     tl.store(d_dep + p_i, b_dd.to(d_dep.dtype.element_ty), mask=m_ik)
     tl.store(d_value + p_i, b_dv.to(d_value.dtype.element_ty), mask=m_ik)

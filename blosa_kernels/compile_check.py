@@ -29,7 +29,7 @@ def _signature(fn, dtype, constexprs, float_scalars):
             sig[name] = "constexpr"
         elif name in ("mask",):
             sig[name] = "*u8"
-        elif name in ("lse", "d_head"):
+        elif name in ("lse", "d_head", "sums"):
             sig[name] = "*fp32"
         elif name in ("dep", "head", "value", "bias", "out", "grad_out", "d_dep", "d_value"):
             sig[name] = f"*{dtype}"
@@ -53,6 +53,10 @@ def cases():
     yield backward.bwd_blocks_kernel, "fp32", dict(flags, DIR=3, FAST_TANH=False, R=64, TILE=64, BD=32)
     yield backward.bwd_dq_kernel, "fp16", dict(flags, DIR=2, FAST_TANH=True, BM=64, BD=64)
     yield backward.bwd_dkv_kernel, "fp32", dict(flags, DIR=1, FAST_TANH=False, BN=64, BD=32)
+    yield backward.bwd_fused_kernel, "fp32", dict(flags, FAST_TANH=False, BM=64, BD=32)
+    yield backward.bwd_fused_kernel, "bf16", dict(flags, DIR=2, FAST_TANH=True, BM=64, BD=64)
+    yield backward.bwd_dkv_sums_kernel, "fp32", dict(flags, QT=64, BN=64, BD=64)
+    yield backward.bwd_dkv_sums_kernel, "fp16", dict(flags, DIR=3, QT=64, BN=64, BD=64)
 
 
 def config_cases():

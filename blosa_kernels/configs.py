@@ -20,6 +20,17 @@ FIXED_PIVOT_MAX_SCALE = 40.0
 # tanh.approx.f32 (one special-function op) for these input dtypes; float32 keeps the accurate
 # exp2-based tanh. Ignored in the interpreter, which cannot run inline PTX.
 FAST_TANH_DTYPES = ("float16", "bfloat16")
+# Backward of blocks longer than SMALL_BLOCK_MAX: "split" (bwd_dq_kernel + bwd_dkv_kernel, each
+# element's tanh and exp computed twice) or "fused" (bwd_fused_kernel + bwd_dkv_sums_kernel,
+# once, through a 2·cdiv(r, FUSED_ROWS)·B·n·d float32 scratch; blocks up to FUSED_MAX_BLOCK).
+# Split stays the default until a GPU run measures fused (bench/gpu_rates.py --triton-variants).
+BACKWARD = os.environ.get("BLOSA_TRITON_BACKWARD", "split")
+if BACKWARD not in ("split", "fused"):
+    raise ValueError(f"BLOSA_TRITON_BACKWARD must be 'split' or 'fused', got {BACKWARD!r}")
+FUSED_MAX_BLOCK = 512
+# Query rows per program of the fused backward: the scratch's tiling, so every GPU config of the
+# kernel has it (the interpreter's fixed tile is smaller, to reach several tiles at small n).
+FUSED_ROWS = 16 if INTERPRET else 64
 
 
 def _cfg(num_warps, **meta):
@@ -41,6 +52,17 @@ BLOCK_BWD_CONFIGS = BLOCK_CONFIGS
 ROWS_CONFIGS = [_cfg(w, BM=t, BD=bd) for w, t, bd in _SHAPES]
 DQ_CONFIGS = ROWS_CONFIGS
 DKV_CONFIGS = [_cfg(w, BN=t, BD=bd) for w, t, bd in _SHAPES]
+# The fused backward sums, for each key it streams, the tile's d_dep and d_value terms across
+# the tile's rows: a reduction across warps, through shared memory, with barriers (8 a key on 8
+# warps, 1 on 1 warp). Its shapes (warps, BD) trade that against warps per SM; registers on
+# sm_90 (float32 / bfloat16): (8, 32) 172 / 179, 8 elements a thread, as the split kernels'
+# (8, 64, 32); (4, 8) 79 / 80, 4 elements; (2, 8) 162 / 132 and (1, 4) 168 / 167, 8 elements,
+# few barriers. At 16 elements it spills. Rows are FUSED_ROWS in every shape: the scratch's
+# layout depends on them.
+FUSED_CONFIGS = [_cfg(w, BM=FUSED_ROWS, BD=bd) for w, bd in ((8, 32), (4, 8), (2, 8), (1, 4))]
+# Adds 2·U floats per output element, memory-bound: one shape, 8 elements a thread (128
+# registers; at 16, 239-244, and 64 x 64 on 4 warps spills).
+DKV_SUMS_CONFIGS = [_cfg(4, BN=32, BD=32)]
 
 # Autotune keys: the block length class (R), the features, the direction; the sequence length
 # only through its power-of-two bucket, so variable-length batches do not retune every call.
@@ -59,6 +81,8 @@ PLAIN = {
     "bwd_blocks": backward.bwd_blocks_kernel,
     "bwd_dq": backward.bwd_dq_kernel,
     "bwd_dkv": backward.bwd_dkv_kernel,
+    "bwd_fused": backward.bwd_fused_kernel,
+    "bwd_dkv_sums": backward.bwd_dkv_sums_kernel,
 }
 CONFIGS = {
     "fwd_blocks": (BLOCK_CONFIGS, _SMALL_KEY),
@@ -66,6 +90,8 @@ CONFIGS = {
     "bwd_blocks": (BLOCK_BWD_CONFIGS, _SMALL_KEY),
     "bwd_dq": (DQ_CONFIGS, _ROWS_KEY),
     "bwd_dkv": (DKV_CONFIGS, _ROWS_KEY),
+    "bwd_fused": (FUSED_CONFIGS, _ROWS_KEY),
+    "bwd_dkv_sums": (DKV_SUMS_CONFIGS, ["d", "DIR"]),
 }
 TUNED = {} if INTERPRET else {k: _tuned(PLAIN[k], *CONFIGS[k]) for k in PLAIN}
 # On the GPU, autotune (the first call per autotune key benchmarks each config). Off: every
@@ -92,4 +118,6 @@ def interpreter_meta(kind: str, d: int, R: int = 1) -> dict:
     # Row tiles of 16 so that tests reach the inner (unmasked) key ranges at small n.
     if kind in ("fwd_rows", "bwd_dq"):
         return {"BM": 16, "BD": bd}
+    if kind == "bwd_fused":
+        return {"BM": FUSED_ROWS, "BD": bd}
     return {"BN": 16, "BD": bd}

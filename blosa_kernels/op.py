@@ -64,6 +64,18 @@ class _Launch:
     def rows_grid(self, rows):
         return lambda m: (self.B * triton.cdiv(self.n, m[rows]), triton.cdiv(self.d, m["BD"]))
 
+    def fused_backward(self) -> bool:
+        """Whether backward takes the fused kernels (configs.BACKWARD, blocks it allows)."""
+        return configs.BACKWARD == "fused" and not self.small and self.r <= configs.FUSED_MAX_BLOCK
+
+    def block_tiles(self) -> int:
+        """U: query tiles of configs.FUSED_ROWS rows per block (the fused backward's tiling)."""
+        return triton.cdiv(self.r, configs.FUSED_ROWS)
+
+    def block_rows_grid(self):
+        U = self.block_tiles()
+        return lambda m: (self.B * self.nblk * U, triton.cdiv(self.d, m["BD"]))
+
 
 def _bias_or_zeros(bias, dep):
     # The kernels always add a bias (one [BD] load per program): one compiled variant fewer.
@@ -144,6 +156,8 @@ def masked_block_attn_triton_bwd(
                 "bwd_blocks", L, L.blocks_grid(), *common, d_dep, d_head, d_value,
                 L.n, L.d, L.r, L.nblk, L.inv_c, L.c_log2e, R=L.R, **L.flags,
             )
+        elif L.fused_backward():
+            _fused_backward(L, common, mask_arg, d_dep, d_head, d_value)
         else:
             _launch(
                 "bwd_dq", L, L.rows_grid("BM"), *common, d_head,
@@ -157,6 +171,21 @@ def masked_block_attn_triton_bwd(
     # reduction: deterministic for a given shape).
     d_bias = d_head.sum(dim=(0, 1)).to(dep.dtype)
     return d_dep, d_head.to(dep.dtype), d_value, d_bias
+
+
+def _fused_backward(L, common, mask_arg, d_dep, d_head, d_value):
+    """bwd_fused_kernel (d_head, and per query tile the parts of d_dep and d_value), then
+    bwd_dkv_sums_kernel (adds the parts in tile order)."""
+    U = L.block_tiles()
+    sums = torch.empty((2, U, L.B, L.n, L.d), dtype=torch.float32, device=d_head.device)
+    _launch(
+        "bwd_fused", L, L.block_rows_grid(), *common, d_head, sums,
+        L.B, L.n, L.d, L.r, L.nblk, U, *L.buckets, L.inv_c, L.c_log2e, **L.flags,
+    )
+    _launch(
+        "bwd_dkv_sums", L, L.rows_grid("BN"), sums, mask_arg, d_dep, d_value,
+        L.B, L.n, L.d, L.r, U, DIR=L.flags["DIR"], QT=configs.FUSED_ROWS,
+    )
 
 
 def _setup_context(ctx, inputs, output):

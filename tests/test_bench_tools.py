@@ -47,15 +47,35 @@ def test_variant_sweep_runs_cuda_one_block_only():
     assert all(jobs.index(j) < first_triton for j in swept)  # before Triton's slow compiles
 
 
+def test_triton_variants_follow_the_triton_default():
+    jobs = list(gpu_rates.jobs(["cuda", "triton"], ["tile4"], ["fused", "fused+fast32"]))
+    triton = [j for j in jobs if j[1] == "triton"]
+    assert [j[0] for j in triton] == ["triton"] * 10 + ["triton fused"] * 4 + ["triton fused+fast32"] * 4
+    assert triton[-1][2] == {"BACKWARD": "fused", "FAST_TANH_DTYPES": ("float32", "float16", "bfloat16")}
+    assert all(j[4][0] == "one block" for j in triton[10:])
+    with pytest.raises(ValueError, match="'fast'"):
+        gpu_rates.triton_variant_settings("fused+fast")
+
+
+def test_triton_variant_settings_are_restored():
+    from blosa_kernels import configs
+
+    before = (configs.BACKWARD, configs.FAST_TANH_DTYPES)
+    with gpu_rates.variant_applied("triton", gpu_rates.triton_variant_settings("fused+fast32")):
+        assert configs.BACKWARD == "fused" and "float32" in configs.FAST_TANH_DTYPES
+    assert (configs.BACKWARD, configs.FAST_TANH_DTYPES) == before
+
+
 def test_variant_table_compares_with_the_default():
     def rec(backend, dtype, mode, ms):
         return dict(backend=backend, dtype=dtype, config="one block", mode=mode, kernel_ms=ms)
     records = [rec("cuda", "float32", "fwd", 1.5), rec("cuda", "float32", "fwd+bwd", 4.4),
                rec("triton", "float32", "fwd", 2.5), rec("cuda fused", "float32", "fwd+bwd", 2.2),
-               rec("cuda staged", "float32", "fwd", 2.0)]
+               rec("cuda staged", "float32", "fwd", 2.0), rec("triton fused", "float32", "fwd", 2.0)]
     rows = gpu_rates.variant_table(records)
-    assert rows[2:] == ["| fused | float32 | one block | fwd+bwd | 2.200 | 4.400 | 2.00x |",
-                        "| staged | float32 | one block | fwd | 2.000 | 1.500 | 0.75x |"]
+    assert rows[2:] == ["| cuda fused | float32 | one block | fwd+bwd | 2.200 | 4.400 | 2.00x |",
+                        "| cuda staged | float32 | one block | fwd | 2.000 | 1.500 | 0.75x |",
+                        "| triton fused | float32 | one block | fwd | 2.000 | 2.500 | 1.25x |"]
     assert gpu_rates.variant_table(records[:3]) == []  # no variants measured: no table
 
 

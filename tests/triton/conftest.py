@@ -53,3 +53,10 @@ def autotuned(monkeypatch):
 def rows_kernels(monkeypatch):
     """Force the row-tile kernels (used for blocks longer than 64) on small shapes."""
     monkeypatch.setattr(configs, "SMALL_BLOCK_MAX", 0)
+
+
+@pytest.fixture
+def fused_backward(monkeypatch):
+    """The row-tile path with the fused backward (bwd_fused_kernel + bwd_dkv_sums_kernel)."""
+    monkeypatch.setattr(configs, "SMALL_BLOCK_MAX", 0)
+    monkeypatch.setattr(configs, "BACKWARD", "fused")

@@ -9,7 +9,7 @@ import torch
 
 from blosa.reference import masked_block_attn_ref
 from blosa_kernels import masked_block_attn_triton, masked_block_attn_triton_fwd
-from triton_testing import HAS_CUDA, assert_within_twice_reference, make_inputs, run
+from triton_testing import HAS_CUDA, assert_within_twice_reference, make_inputs, run, use_path
 
 pytestmark = pytest.mark.skipif(not HAS_CUDA, reason="needs a CUDA GPU (compiled Triton kernels)")
 DIRECTIONS = ("forward", "backward", "diag", "all")
@@ -45,8 +45,20 @@ def test_compiled_half_within_twice_reference_error(dtype, block_len, direction)
     assert_within_twice_reference(NAMES, got, low, want)
 
 
-@pytest.mark.parametrize("block_len", [8, 0])
-def test_autotuned_tiles_match_reference(autotuned, block_len):
+@pytest.mark.parametrize("direction", DIRECTIONS)
+@pytest.mark.parametrize("block_len", [100, 0])  # blocks of 100 (two query tiles of 64), one block
+def test_compiled_fused_backward_matches_reference(fused_backward, direction, block_len):
+    inputs = make_inputs(2, 300, 96, "holes", True, block_len + 1, torch.float32, "cuda")
+    settings = (block_len, direction, 5.0)
+    got = run(masked_block_attn_triton, *inputs, *settings)
+    want = reference64_cuda(*inputs, *settings)
+    for name, g, w in zip(NAMES, got, want):
+        torch.testing.assert_close(g.double(), w, atol=5e-5, rtol=1e-4, msg=lambda m: f"{name}: {m}")
+
+
+@pytest.mark.parametrize("block_len, path", [(8, "default"), (0, "default"), (0, "fused")])
+def test_autotuned_tiles_match_reference(request, autotuned, block_len, path):
+    use_path(request, path)
     inputs = make_inputs(3, 384, 300, "right_pad", True, 2, torch.bfloat16, "cuda")
     settings = (block_len, "forward", 5.0)
     got = run(masked_block_attn_triton, *inputs, *settings)
@@ -120,7 +132,9 @@ def test_opcheck():
     )
 
 
-def test_torch_compile_fullgraph_model_matches_eager(autotuned):
+@pytest.mark.parametrize("block_len, path", [(8, "default"), (100, "fused")])
+def test_torch_compile_fullgraph_model_matches_eager(request, autotuned, block_len, path):
+    use_path(request, path)
     torch.manual_seed(0)
 
     class Block(torch.nn.Module):
@@ -131,12 +145,13 @@ def test_torch_compile_fullgraph_model_matches_eager(autotuned):
             self.out = torch.nn.Linear(d, d)
 
         def forward(self, x, mask):
-            y = masked_block_attn_triton(self.w1(x), self.w2(x), x, self.w2.bias, mask, 8, "forward", 5.0)
+            y = masked_block_attn_triton(self.w1(x), self.w2(x), x, self.w2.bias, mask, block_len, "forward",
+                                         5.0)
             return self.out(y).relu().sum()
 
     model = Block(64).cuda()
-    x = torch.randn(4, 96, 64, device="cuda")
-    mask = torch.rand(4, 96, device="cuda") > 0.2
+    x = torch.randn(4, 160, 64, device="cuda")
+    mask = torch.rand(4, 160, device="cuda") > 0.2
     eager = model(x, mask)
     eager_grads = torch.autograd.grad(eager, list(model.parameters()))
     compiled = torch.compile(model, fullgraph=True)

@@ -10,7 +10,8 @@ import torch
 
 from blosa.reference import masked_block_attn_ref
 from blosa_kernels import masked_block_attn_triton
-from triton_testing import DEVICE, assert_within_twice_reference, make_inputs, reference64, run
+from triton_testing import (DEVICE, assert_within_twice_reference, make_inputs, reference64, run,
+                            use_path)
 
 NAMES = ("out", "d_dep", "d_head", "d_value", "d_bias")
 CASES = [  # (B, n, d, block_len, direction, mask, path)
@@ -18,6 +19,8 @@ CASES = [  # (B, n, d, block_len, direction, mask, path)
     (2, 13, 8, 0, "diag", "right_pad", "blocks"),
     (1, 36, 6, 0, "backward", "holes", "rows"),
     (1, 36, 6, 10, "all", "none", "rows"),
+    (2, 36, 6, 0, "forward", "holes", "fused"),
+    (1, 40, 6, 20, "diag", "right_pad", "fused"),
 ]
 
 
@@ -25,8 +28,7 @@ CASES = [  # (B, n, d, block_len, direction, mask, path)
 @pytest.mark.parametrize("case", CASES, ids=lambda c: "-".join(map(str, c)))
 def test_low_precision_within_twice_reference_error(request, dtype, case):
     B, n, d, block_len, direction, mask_kind, path = case
-    if path == "rows":
-        request.getfixturevalue("rows_kernels")
+    use_path(request, path)
     inputs = make_inputs(B, n, d, mask_kind, True, 11, dtype, DEVICE)
     settings = (block_len, direction, 5.0)
     got = run(masked_block_attn_triton, *inputs, *settings)

@@ -5,7 +5,9 @@ Case matrix as for the CPU op: the four directions; block_len 1, 3, one that doe
 None and given; scales on both sides of the fixed-pivot limit (40). Both tilings run: the
 per-block kernels (blocks up to 64) and, forced by the `rows_kernels` fixture, the row-tile
 kernels used for longer blocks and full DiSA (n = 36 with 16-row tiles reaches their inner key
-ranges, tiles that straddle blocks and, with block_len 7, partial last blocks).
+ranges, tiles that straddle blocks and, with block_len 7, partial last blocks), with either
+backward: split, or fused (`fused_backward`; block_len 20 and 0 give blocks of two and three
+16-row query tiles, 20 a last block of one tile and an empty one).
 """
 import zlib
 
@@ -15,7 +17,7 @@ import torch
 import blosa
 from blosa_kernels import masked_block_attn_triton, masked_block_attn_triton_fwd
 from attn_cases import MASK_KINDS
-from triton_testing import DEVICE, make_inputs, reference64, run
+from triton_testing import DEVICE, make_inputs, reference64, run, use_path
 
 DIRECTIONS = ("forward", "backward", "diag", "all")
 ATOL, RTOL = 2e-5, 1e-4  # float32 vs float64; observed errors are ~1e-6
@@ -50,30 +52,32 @@ def test_block_kernels(direction, block_len, mask_kind):
 
 
 @pytest.mark.parametrize("direction", DIRECTIONS)
-@pytest.mark.parametrize("block_len", [0, 7, 1])
+@pytest.mark.parametrize("block_len", [0, 7, 1, 20])
 @pytest.mark.parametrize("mask_kind", ["none", "holes"])
-def test_row_kernels(rows_kernels, direction, block_len, mask_kind):
-    seed = seed_of(direction, block_len, mask_kind, "rows")
+@pytest.mark.parametrize("backward", ["rows", "fused"])
+def test_row_kernels(request, backward, direction, block_len, mask_kind):
+    use_path(request, backward)
+    seed = seed_of(direction, block_len, mask_kind, "rows", backward)
     compare(1, 36, 5, block_len, direction, mask_kind, bias=seed % 2 == 1, scale=5.0, seed=seed)
 
 
 @pytest.mark.parametrize("scale", [0.5, 40.0, 100.0])  # 100 > 40: running-max softmax
-@pytest.mark.parametrize("path", ["blocks", "rows"])
+@pytest.mark.parametrize("path", ["blocks", "rows", "fused"])
 def test_scales(request, scale, path):
-    if path == "rows":
-        request.getfixturevalue("rows_kernels")
+    use_path(request, path)
     compare(2, 24, 7, 8 if path == "blocks" else 0, "forward", "holes", True, scale, seed=int(scale * 10))
 
 
-@pytest.mark.parametrize("path", ["blocks", "rows"])
+@pytest.mark.parametrize("path", ["blocks", "rows", "fused"])
 def test_n_equals_one(request, path):
-    if path == "rows":
-        request.getfixturevalue("rows_kernels")
+    use_path(request, path)
     for direction in DIRECTIONS:
         compare(2, 1, 4, 0, direction, "none", True, 5.0, seed=1)
 
 
-def test_wide_features_and_multiple_feature_tiles():
+@pytest.mark.parametrize("path", ["blocks", "fused"])
+def test_wide_features_and_multiple_feature_tiles(request, path):
+    use_path(request, path)
     compare(1, 9, 70, 4, "diag", "holes", True, 5.0, seed=3)  # d = 70 > 64: two feature tiles
 
 
@@ -90,10 +94,9 @@ def test_non_contiguous_inputs():
     check("non-contiguous", got, reference64(dep, head, value, bias, mask, grad, *settings))
 
 
-@pytest.mark.parametrize("path", ["blocks", "rows"])
+@pytest.mark.parametrize("path", ["blocks", "rows", "fused"])
 def test_queries_without_keys_get_exact_zeros_and_inf_lse(request, path):
-    if path == "rows":
-        request.getfixturevalue("rows_kernels")
+    use_path(request, path)
     dep, head, value, bias, mask, grad = make_inputs(2, 12, 5, "holes", True, 7, torch.float32, DEVICE)
     mask[0] = False  # a whole sequence of padding
     mask[1, 4] = False  # a padded token

@@ -56,3 +56,12 @@ def assert_within_twice_reference(names, got, low, want):
         assert torch.isfinite(g).all(), f"{name}: non-finite values"
         err, ref_err = max_err(g, w), max_err(lo, w)
         assert err <= 2 * ref_err + 1e-6, f"{name}: error {err:.3g} > 2 x reference error {ref_err:.3g}"
+
+
+def use_path(request, path):
+    """Route the test's launches: "rows" / "fused", the row-tile kernels with the split / fused
+    backward at every block length (conftest fixtures); "blocks" or "default", the default
+    routing (the per-block kernels for blocks up to 64)."""
+    fixture = {"rows": "rows_kernels", "fused": "fused_backward"}.get(path)
+    if fixture:
+        request.getfixturevalue(fixture)
