@@ -7,7 +7,7 @@ each kernel whose name matches REGEX (default: the float32 tiled kernels, tile 8
 it prints its registers and, for each loop that does special-function work (MUFU), the loop's
 size and, for each load in it, how many instructions later an instruction first reads the
 loaded register (following the loop around its back edge; "s:" marks a shared-memory load,
-"dead" a load overwritten before any read). A load read a few instructions after it is issued
+"dead" a load overwritten before any read), and its barriers. A load read a few instructions after it is issued
 stalls its warp for the load's whole latency; that is what Nsight Compute showed in the tiled
 kernels, and what stream_rows / stream_chunks (csrc/cuda/) avoid. Also reads the cubins that
 `python -m blosa_kernels.compile_check --cubin-dir DIR` writes (--so DIR/NAME.cubin).
@@ -36,6 +36,7 @@ class Loop:
     end: int  # index of the back-edge branch
     size: int
     mufu: int
+    barriers: int  # BAR.SYNC: each waits for every warp of the thread block
     loads: list  # (address, instruction, distance to first reader or None)
 
 
@@ -99,9 +100,10 @@ def loops(code: list[tuple[int, str]]) -> list[Loop]:
         mufu = sum("MUFU" in text for text in body)
         if not mufu:
             continue
+        barriers = sum(bool(re.search(r"\bBAR\.SYNC", text)) for text in body)
         loads = [(code[k][0], code[k][1], distance_to_use(code, k, start, i))
                  for k in range(start, i + 1) if LOAD.search(code[k][1])]
-        found.append(Loop(start, i, len(body), mufu, loads))
+        found.append(Loop(start, i, len(body), mufu, barriers, loads))
     return found
 
 
@@ -155,8 +157,8 @@ def readable(mangled: str) -> str:
 
 def report(sass: str, res_usage: str, pattern: str) -> str:
     regs = registers(res_usage)
-    lines = ["| kernel | registers | loop | instructions | MUFU | loads: instructions to first use |",
-             "|---|---|---|---|---|---|"]
+    lines = ["| kernel | registers | loop | instructions | MUFU | barriers | loads: instructions to first use |",
+             "|---|---|---|---|---|---|---|"]
     for name, code in parse_functions(sass).items():
         if not re.search(pattern, name):
             continue
@@ -165,7 +167,7 @@ def report(sass: str, res_usage: str, pattern: str) -> str:
             uses = ", ".join(("s:" if "LDS" in text else "") + ("dead" if d is None else str(d))
                              for _, text, d in loop.loads) or "none"
             lines.append(f"| {short} | {regs.get(name, '?')} | {code[loop.start][0]:#06x} | "
-                         f"{loop.size} | {loop.mufu} | {uses} |")
+                         f"{loop.size} | {loop.mufu} | {loop.barriers} | {uses} |")
     return "\n".join(lines)
 
 

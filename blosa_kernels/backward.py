@@ -282,8 +282,10 @@ def bwd_fused_kernel(
             b_pv += p * vd
             # d_dep[i] = sum_j g p w (v_i - o_j), d_value[i] = sum_j g p, over this tile's j.
             row = tile_sums + tl.cast(i, tl.int64) * d
-            tl.store(row, tl.sum(pwv * b_g, axis=0), mask=m_k)
-            tl.store(row + plane, tl.sum(p * b_g, axis=0), mask=m_k)
+            both = tl.sum(tl.join(pwv * b_g, p * b_g), axis=0)  # [BD, 2]: one reduction
+            dd_i, dv_i = tl.split(both)
+            tl.store(row, dd_i, mask=m_k)
+            tl.store(row + plane, dv_i, mask=m_k)
     b_dh = b_g * (b_pwv - b_pv * b_pw)  # as in bwd_dq_kernel
     tl.store(d_head + p_j, b_dh.to(d_head.dtype.element_ty), mask=m_jk)
 

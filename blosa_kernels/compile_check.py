@@ -8,8 +8,10 @@ float64, as torch.compile may. Then every autotune config of each kernel (config
 too, and must not spill: a config the GPU autotuner tries must build, and one that spills would
 only waste its time (registers and stack from `cuobjdump -res-usage`, the copy triton bundles).
 Needs TRITON_INTERPRET unset. Exit status 0 when all compile and none spills.
-With --cubin-dir DIR it also writes each binary there, named kernel-dtype-scalars.cubin, for
-`cuobjdump -sass` (the cuobjdump that triton bundles will do).
+With --cubin-dir DIR it also writes each binary there, named kernel-dtype-scalars.cubin, and
+each autotune config's, kernel-dtype-wWARPS-TILES.cubin (e.g. bwd_fused_kernel-fp32-w8-BM64-BD32),
+for `cuobjdump -sass` (the cuobjdump that triton bundles will do) or
+`python bench/sass_loads.py --so FILE --kernels NAME` (loop sizes, MUFU, barriers, load distances).
 """
 from __future__ import annotations
 
@@ -124,6 +126,11 @@ def main(argv=None) -> int:
         kernel = triton.compile(ASTSource(fn=fn, signature=signature, constexprs=constexprs), target=target,
                                 options=dict(num_warps=num_warps, num_stages=1))
         usage = resources(kernel.asm["cubin"])
+        if args.cubin_dir:
+            tile = "-".join(f"{k}{v}" for k, v in constexprs.items() if k in ("TILE", "BM", "BN", "BD"))
+            with open(os.path.join(args.cubin_dir, f"{fn.__name__}-{dtype}-w{num_warps}-{tile}.cubin"),
+                      "wb") as out:
+                out.write(kernel.asm["cubin"])
         regs, stack = usage if usage else ("?", 0)
         spilled += stack > 0
         print(f"{'ok ' if stack == 0 else 'SPILLS'} {fn.__name__:<18} {dtype:<5} autotune config "

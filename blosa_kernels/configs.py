@@ -53,12 +53,12 @@ ROWS_CONFIGS = [_cfg(w, BM=t, BD=bd) for w, t, bd in _SHAPES]
 DQ_CONFIGS = ROWS_CONFIGS
 DKV_CONFIGS = [_cfg(w, BN=t, BD=bd) for w, t, bd in _SHAPES]
 # The fused backward sums, for each key it streams, the tile's d_dep and d_value terms across
-# the tile's rows: a reduction across warps, through shared memory, with barriers (8 a key on 8
-# warps, 1 on 1 warp). Its shapes (warps, BD) trade that against warps per SM; registers on
-# sm_90 (float32 / bfloat16): (8, 32) 172 / 179, 8 elements a thread, as the split kernels'
-# (8, 64, 32); (4, 8) 79 / 80, 4 elements; (2, 8) 162 / 132 and (1, 4) 168 / 167, 8 elements,
-# few barriers. At 16 elements it spills. Rows are FUSED_ROWS in every shape: the scratch's
-# layout depends on them.
+# the tile's rows: a reduction across warps through shared memory, with barriers (per key: 4 on
+# 8 warps, 2 on 4, 4 on 2, 1 on 1). Its shapes (warps, BD) trade that against warps per SM.
+# Registers on sm_90, float32: (8, 32) 176, 8 elements a thread, as the split kernels'
+# (8, 64, 32); (4, 8) 80, 4 elements; (2, 8) 162 and (1, 4) 168, 8 elements, fewer barriers. At 16 elements it spills. (`python -m blosa_kernels.compile_check
+# --cubin-dir DIR`, then `python bench/sass_loads.py --so DIR/FILE.cubin --kernels bwd_fused`.)
+# Rows are FUSED_ROWS in every shape: the scratch's layout depends on them.
 FUSED_CONFIGS = [_cfg(w, BM=FUSED_ROWS, BD=bd) for w, bd in ((8, 32), (4, 8), (2, 8), (1, 4))]
 # Adds 2·U floats per output element, memory-bound: one shape, 8 elements a thread (128
 # registers; at 16, 239-244, and 64 x 64 on 4 warps spills).

@@ -101,7 +101,7 @@ def test_two_stage_bias_sum_matches_one_pass(group):
 
 
 # A loop as cuobjdump prints it: R90 is loaded and read 4 instructions on in the same trip,
-# R97 is read only after the back edge (7 on), and R12 is overwritten before any read (dead).
+# R97 is read only after the back edge (8 on), and R12 is overwritten before any read (dead).
 SASS = """
 \t\tFunction : _ZN5blosa4cuda13forward_tiledIffLb1ELi8EEEvNS0_4ArgsIT_T0_EEll
         /*0000*/                   MOV R84, R97 ;
@@ -112,8 +112,9 @@ SASS = """
         /*0050*/                   FFMA.FTZ R16, R90, R14, R41 ;
         /*0060*/                   MUFU.TANH R16, R16 ;
         /*0070*/                   STS [R3], R16 ;
-        /*0080*/               @P5 BRA 0x0 ;
-        /*0090*/                   EXIT ;
+        /*0080*/                   BAR.SYNC.DEFER_BLOCKING 0x0 ;
+        /*0090*/               @P5 BRA 0x0 ;
+        /*00a0*/                   EXIT ;
 """
 RES_USAGE = """
  Function _ZN5blosa4cuda13forward_tiledIffLb1ELi8EEEvNS0_4ArgsIT_T0_EEll:
@@ -124,12 +125,12 @@ RES_USAGE = """
 def test_sass_load_distances_follow_the_loop_around():
     code = sass_loads.parse_functions(SASS)["_ZN5blosa4cuda13forward_tiledIffLb1ELi8EEEvNS0_4ArgsIT_T0_EEll"]
     (loop,) = sass_loads.loops(code)
-    assert (loop.size, loop.mufu) == (9, 1)
-    assert [d for _, _, d in loop.loads] == [4, 7, None]
+    assert (loop.size, loop.mufu, loop.barriers) == (10, 1, 1)
+    assert [d for _, _, d in loop.loads] == [4, 8, None]
     assert sass_loads.operands("STS [R3], R16") == (set(), {"R3", "R16"})
     assert sass_loads.registers(RES_USAGE) == {"_ZN5blosa4cuda13forward_tiledIffLb1ELi8EEEvNS0_4ArgsIT_T0_EEll": 125}
     table = sass_loads.report(SASS, RES_USAGE, "forward_tiled")
-    assert "| 125 | 0x0000 | 9 | 1 | 4, 7, dead |" in table
+    assert "| 125 | 0x0000 | 10 | 1 | 1 | 4, 8, dead |" in table
 
 
 def test_triton_picks_name_each_tuned_shape(monkeypatch):
