@@ -114,11 +114,18 @@ def tile_ranges(mask, b, m0, end, n, r, BM: tl.constexpr, DIR: tl.constexpr, KEY
 @triton.jit
 def row_tile(mask, n, r, BM: tl.constexpr, DIR: tl.constexpr, KEYS: tl.constexpr):
     """The tile of program (pid 0) of a row-tile kernel: BM consecutive rows of one sequence
-    (tiles may straddle blocks). Returns b, m0 (the sequence and first row), then tile_ranges."""
+    (tiles may straddle blocks). Returns b, m0 (the sequence and first row), then tile_ranges.
+
+    Programs start in pid order, so a sequence's tiles are numbered heaviest first: under
+    "forward" later queries have more keys (and under "backward" later keys more queries), and
+    a grid that ends on its heaviest tiles leaves most SMs idle while they finish."""
     pid = tl.program_id(0)
     tiles = tl.cdiv(n, BM)
     b = pid // tiles
-    m0 = (pid % tiles) * BM
+    tile = pid % tiles
+    if (KEYS and DIR == 0) or ((not KEYS) and DIR == 1):
+        tile = tiles - 1 - tile
+    m0 = tile * BM
     o_j, m_j, real_j, lo_j, hi_j, last, s_lo, s_hi, inner_lo, inner_hi = tile_ranges(
         mask, b, m0, n, n, r, BM, DIR, KEYS)
     return b, m0, o_j, m_j, real_j, lo_j, hi_j, last, s_lo, s_hi, inner_lo, inner_hi
@@ -127,10 +134,13 @@ def row_tile(mask, n, r, BM: tl.constexpr, DIR: tl.constexpr, KEYS: tl.constexpr
 @triton.jit
 def block_row_tile(mask, n, r, nblk, U, BM: tl.constexpr, DIR: tl.constexpr):
     """The tile of program (pid 0) of a kernel whose query tiles never straddle blocks: program
-    (b · nblk + block) · U + u owns the block's queries [u·BM, (u + 1)·BM), empty past the end
-    of a short last block. Returns b, u, m0, then tile_ranges (queries streaming their keys)."""
+    (b · nblk + block) · U + x owns the block's queries [u·BM, (u + 1)·BM), u = x (U - 1 - x
+    under "forward": heaviest first, as in row_tile), empty past the end of a short last block.
+    Returns b, u, m0, then tile_ranges (queries streaming their keys)."""
     pid = tl.program_id(0)
     u = pid % U
+    if DIR == 0:  # heaviest first, as in row_tile
+        u = U - 1 - u
     blk = (pid // U) % nblk
     b = pid // (U * nblk)
     m0 = blk * r + u * BM
