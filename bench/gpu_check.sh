@@ -5,9 +5,11 @@
 # Logs land in $OUT when it is set (the device tool's folder), else in /tmp/blosa-gpu-check:
 # device.txt, sfu.md, rates.md, rates.json, tests_cuda.log, cuda_errors.json, tests_triton.log,
 # ncu.txt (eight files, the most the device tool returns).
-# Each step has a timeout (SFU_TIMEOUT, RATES_TIMEOUT, CUDA_TESTS_TIMEOUT, TRITON_TESTS_TIMEOUT)
-# so that the whole check, a build of about 2-3 minutes included, ends inside a 10-minute
-# device call.
+# Steps run most valuable first (build, kernel rates, CUDA tests, Triton tests, the
+# special-function ceiling, ncu), each under its own timeout (RATES_TIMEOUT, CUDA_TESTS_TIMEOUT,
+# TRITON_TESTS_TIMEOUT, SFU_TIMEOUT, NCU_TIMEOUT) cut to what is left of BUDGET seconds for the
+# whole check (default 570, inside a 10-minute device call), so that it always ends with its
+# tables, whatever a step costs on the day; a step with under 20 s left is skipped.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 PY=${PY:-python3}
@@ -26,6 +28,24 @@ export BLOSA_CUDA=1 TORCH_CUDA_ARCH_LIST=${TORCH_CUDA_ARCH_LIST:-9.0} PYTHONUNBU
 } | tee "$LOG/device.txt"
 
 step() { echo "== $1 (at ${SECONDS}s)"; }
+BUDGET=${BUDGET:-570}
+# limit WANT: WANT seconds, or what is left of BUDGET less 15 s for the tables if that is less.
+limit() {
+  local left=$((BUDGET - SECONDS - 15))
+  echo $(( left < $1 ? left : $1 ))
+}
+# timed NAME WANT COMMAND...: COMMAND under `timeout $(limit WANT)`, or skipped (status 124)
+# when under 20 s are left.
+timed() {
+  local name=$1 seconds
+  seconds=$(limit "$2")
+  shift 2
+  if (( seconds < 20 )); then
+    echo "skipped $name: ${seconds}s of the budget left"
+    return 124
+  fi
+  timeout "$seconds" "$@"
+}
 
 step build
 # In place, without pip: the GPU machines have no package index for pip's build requirements.
@@ -38,29 +58,29 @@ rm "$LOG/build.log"  # the device tool brings back at most 8 files; the others m
 export PYTHONPATH="$PWD/python:$PWD${PYTHONPATH:+:$PYTHONPATH}"
 echo "built in $((SECONDS - start)) s"
 
-step "special-function ceiling"
-timeout ${SFU_TIMEOUT:-60} $PY bench/sfu_peak.py > "$LOG/sfu.md" 2>&1
-sfu_status=$?
-# The d_bias reduction after the backward, against two-stage forms (a lever at r = 8).
-echo >> "$LOG/sfu.md"
-timeout 30 $PY bench/bias_reduce.py >> "$LOG/sfu.md" 2>&1
-
 step "kernel rates"
-timeout ${RATES_TIMEOUT:-170} $PY bench/gpu_rates.py --out "$LOG/rates.json" \
+timed rates ${RATES_TIMEOUT:-170} $PY bench/gpu_rates.py --out "$LOG/rates.json" \
   --cuda-variants tile4,fused,staged,staged+fused,tile4+staged+fused \
   --triton-variants fused,fast32 > "$LOG/rates.md" 2>&1
 rates_status=$?
 
 step "GPU tests"
-BLOSA_CUDA_ERR_LOG="$LOG/cuda_errors.json" timeout ${CUDA_TESTS_TIMEOUT:-140} $PY -m pytest \
+BLOSA_CUDA_ERR_LOG="$LOG/cuda_errors.json" timed "CUDA tests" ${CUDA_TESTS_TIMEOUT:-140} $PY -m pytest \
   tests/test_cuda.py tests/test_nn_cuda.py -q -rs --maxfail=20 -p no:cacheprovider > "$LOG/tests_cuda.log" 2>&1
 tests_status=$?
 tail -25 "$LOG/tests_cuda.log"
 step "Triton GPU tests"
-timeout ${TRITON_TESTS_TIMEOUT:-150} $PY -m pytest tests/triton -q -rs --maxfail=20 -p no:cacheprovider \
-  > "$LOG/tests_triton.log" 2>&1
+timed "Triton tests" ${TRITON_TESTS_TIMEOUT:-150} $PY -m pytest tests/triton -q -rs --maxfail=20 \
+  -p no:cacheprovider > "$LOG/tests_triton.log" 2>&1
 triton_status=$?
 tail -25 "$LOG/tests_triton.log"
+
+step "special-function ceiling"
+timed "special-function ceiling" ${SFU_TIMEOUT:-60} $PY bench/sfu_peak.py > "$LOG/sfu.md" 2>&1
+sfu_status=$?
+# The d_bias reduction after the backward, against two-stage forms (a lever at r = 8).
+echo >> "$LOG/sfu.md"
+timed "bias reduction" 30 $PY bench/bias_reduce.py >> "$LOG/sfu.md" 2>&1
 
 # Which unit holds each CUDA kernel back: Nsight Compute's summary sections (the five kernels,
 # the one-block forward with padding, the fused backward, the staged forward), where ncu can
@@ -68,7 +88,7 @@ tail -25 "$LOG/tests_triton.log"
 NCU=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | tail -1)
 if [ -n "$NCU" ]; then
   step "ncu ($NCU)"
-  timeout ${NCU_TIMEOUT:-60} "$NCU" --clock-control none --kernel-name regex:'_small|_tiled|_sums|_staged' \
+  timed ncu ${NCU_TIMEOUT:-60} "$NCU" --clock-control none --kernel-name regex:'_small|_tiled|_sums|_staged' \
     --launch-count 9 --section SpeedOfLight --section ComputeWorkloadAnalysis \
     --section WarpStateStats --section Occupancy $PY bench/ncu_kernels.py > "$LOG/ncu.txt" 2>&1
   echo "ncu exit $? (report in ncu.txt)"
@@ -82,5 +102,5 @@ echo "== kernel rates (table; per-kernel times in rates.md)"
 sed -n '/^| backend/,$p' "$LOG/rates.md"
 
 echo "cuda tests exit $tests_status, triton tests exit $triton_status, rates exit $rates_status," \
-  "sfu exit $sfu_status"
+  "sfu exit $sfu_status (124: out of time) after ${SECONDS}s"
 exit $(( tests_status || triton_status || rates_status || sfu_status ))

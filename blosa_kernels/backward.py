@@ -232,7 +232,8 @@ def bwd_fused_kernel(
     BM: tl.constexpr, BD: tl.constexpr,
 ):
     # bwd_dq_kernel's loop on a query tile that stays inside one block (block_row_tile), plus,
-    # per key, the tile's parts of d_dep and d_value: sums[0 / 1, u, b, i, :].
+    # per key, the tile's parts of d_dep and d_value: sums[0 / 1, u, b, i, :]. n_bucket,
+    # r_bucket: unused here; autotune keys.
     inv_c, c_log2e = f32(inv_c), f32(c_log2e)
     b, u, m0, o_j, m_j, real_j, lo_j, hi_j, last, i_lo, i_hi, inner_lo, inner_hi = block_row_tile(
         mask, n, r, nblk, U, BM, DIR)
@@ -251,7 +252,6 @@ def bwd_fused_kernel(
     b_pwv = tl.zeros([BM, BD], dtype=tl.float32)
     b_pw = tl.zeros([BM, BD], dtype=tl.float32)
     b_pv = tl.zeros([BM, BD], dtype=tl.float32)
-    # n_bucket, r_bucket: unused here; autotune keys.
     plane = tl.cast(U, tl.int64) * B * n * d  # the d_value parts follow the d_dep parts
     tile_sums = sums + (tl.cast(u, tl.int64) * B * n + b * n) * d + o_k
     nxt_real, nxt_dep, nxt_val = key_row(mask, dep, value, b * n + stream_row(i_lo, i_hi), d,

@@ -53,12 +53,18 @@ def cases():
     yield forward.fwd_rows_kernel, "fp32", dict(flags, DIR=2, FAST_TANH=False, FIXED_PIVOT=False, BM=64, BD=64)
     yield backward.bwd_blocks_kernel, "bf16", dict(flags, FAST_TANH=True, R=8, TILE=64, BD=32)
     yield backward.bwd_blocks_kernel, "fp32", dict(flags, DIR=3, FAST_TANH=False, R=64, TILE=64, BD=32)
+    # float32 first: the autotune configs compile on a kernel's first case, and the backward
+    # kernels' loops compare best in one dtype (bwd_dkv_kernel's and bwd_fused_kernel's too).
+    yield backward.bwd_dq_kernel, "fp32", dict(flags, FAST_TANH=False, BM=64, BD=32)
     yield backward.bwd_dq_kernel, "fp16", dict(flags, DIR=2, FAST_TANH=True, BM=64, BD=64)
     yield backward.bwd_dkv_kernel, "fp32", dict(flags, DIR=1, FAST_TANH=False, BN=64, BD=32)
     yield backward.bwd_fused_kernel, "fp32", dict(flags, FAST_TANH=False, BM=64, BD=32)
     yield backward.bwd_fused_kernel, "bf16", dict(flags, DIR=2, FAST_TANH=True, BM=64, BD=64)
     yield backward.bwd_dkv_sums_kernel, "fp32", dict(flags, QT=64, BN=64, BD=64)
     yield backward.bwd_dkv_sums_kernel, "fp16", dict(flags, DIR=3, QT=64, BN=64, BD=64)
+    # Triton specializes an int argument of 1 into a constant: one sequence, one block, one tile.
+    yield backward.bwd_fused_kernel, "fp16", dict(flags, B=1, nblk=1, U=1, FAST_TANH=True, BM=64, BD=32)
+    yield backward.bwd_dkv_sums_kernel, "bf16", dict(flags, B=1, U=1, QT=64, BN=32, BD=32)
 
 
 def config_cases():

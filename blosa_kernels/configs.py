@@ -24,7 +24,7 @@ FAST_TANH_DTYPES = ("float16", "bfloat16")
 # element's tanh and exp computed twice) or "fused" (bwd_fused_kernel + bwd_dkv_sums_kernel,
 # once, through a 2·cdiv(r, FUSED_ROWS)·B·n·d float32 scratch; blocks up to FUSED_MAX_BLOCK).
 # Split stays the default until a GPU run measures fused (bench/gpu_rates.py --triton-variants).
-BACKWARD = os.environ.get("BLOSA_TRITON_BACKWARD", "split")
+BACKWARD = os.environ.get("BLOSA_TRITON_BACKWARD") or "split"  # unset or empty: split
 if BACKWARD not in ("split", "fused"):
     raise ValueError(f"BLOSA_TRITON_BACKWARD must be 'split' or 'fused', got {BACKWARD!r}")
 FUSED_MAX_BLOCK = 512
@@ -55,8 +55,8 @@ DKV_CONFIGS = [_cfg(w, BN=t, BD=bd) for w, t, bd in _SHAPES]
 # The fused backward sums, for each key it streams, the tile's d_dep and d_value terms across
 # the tile's rows: a reduction across warps through shared memory, with barriers (per key: 4 on
 # 8 warps, 2 on 4, 4 on 2, 1 on 1). Its shapes (warps, BD) trade that against warps per SM.
-# Registers on sm_90, float32: (8, 32) 176, 8 elements a thread, as the split kernels'
-# (8, 64, 32); (4, 8) 80, 4 elements; (2, 8) 162 and (1, 4) 168, 8 elements, fewer barriers. At 16 elements it spills. (`python -m blosa_kernels.compile_check
+# Registers on sm_90, float32: (8, 32) 175, 8 elements a thread, as the split kernels'
+# (8, 64, 32); (4, 8) 79, 4 elements; (2, 8) 131 and (1, 4) 163, 8 elements, fewer barriers. At 16 elements it spills. (`python -m blosa_kernels.compile_check
 # --cubin-dir DIR`, then `python bench/sass_loads.py --so DIR/FILE.cubin --kernels bwd_fused`.)
 # Rows are FUSED_ROWS in every shape: the scratch's layout depends on them.
 FUSED_CONFIGS = [_cfg(w, BM=FUSED_ROWS, BD=bd) for w, bd in ((8, 32), (4, 8), (2, 8), (1, 4))]
