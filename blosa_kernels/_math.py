@@ -150,6 +150,53 @@ def block_row_tile(mask, n, r, nblk, U, BM: tl.constexpr, DIR: tl.constexpr):
     return b, u, m0, o_j, m_j, real_j, lo_j, hi_j, last, s_lo, s_hi, inner_lo, inner_hi
 
 
+# The per-block kernels hold a [G, R, BD] or [R, G, BD] tile (G blocks, R rows of each, BD
+# features) and sum over the rows of a block; ROW_AXIS (0 or 1) says where the rows are. The
+# sums stay inside a thread only when Triton puts the warps on the block axis, and where it puts
+# them changed between versions (configs.BLOCK_ROW_AXIS), hence both arrangements.
+
+
+@triton.jit
+def block_rows(start, o_w, ROW_AXIS: tl.constexpr):
+    """Positions start[g] + o_w[w] of row offsets o_w [R] in blocks starting at start [G],
+    arranged [R, G] (ROW_AXIS 0) or [G, R]."""
+    if ROW_AXIS == 0:
+        x = o_w[:, None] + start[None, :]
+    else:
+        x = start[:, None] + o_w[None, :]
+    return x
+
+
+@triton.jit
+def spread_offsets(o_w, ROW_AXIS: tl.constexpr):
+    """Row offsets [R] as a column [R, 1] (ROW_AXIS 0) or a row [1, R] of the 2-d arrangement."""
+    if ROW_AXIS == 0:
+        x = o_w[:, None]
+    else:
+        x = o_w[None, :]
+    return x
+
+
+@triton.jit
+def spread_blocks(x, ROW_AXIS: tl.constexpr):
+    """Per-block values [G] broadcastable against the [R, G] / [G, R] arrangement."""
+    if ROW_AXIS == 0:
+        y = x[None, :]
+    else:
+        y = x[:, None]
+    return y
+
+
+@triton.jit
+def spread_block_rows(x, ROW_AXIS: tl.constexpr):
+    """Per-block rows [G, BD] broadcastable against the [R, G, BD] / [G, R, BD] tile."""
+    if ROW_AXIS == 0:
+        y = x[None, :, :]
+    else:
+        y = x[:, None, :]
+    return y
+
+
 @triton.jit
 def stream_row(i, hi):
     """The row to load for step i of a loop over [.., hi) that loads one row ahead: i, clamped

@@ -31,8 +31,24 @@ c, 1/c and c·log2(e); DIR 0 forward / 1 backward / 2 diag / 3 all; FAST_TANH: t
 import triton
 import triton.language as tl
 
-from blosa_kernels._math import (LOG2E, block_row_tile, dir_allows, f32, key_row, query_row,
-                                 row_tile, stream_row, tanh_f32)
+from blosa_kernels._math import (LOG2E, block_row_tile, block_rows, dir_allows, f32, key_row,
+                                 query_row, row_tile, spread_block_rows, spread_blocks,
+                                 spread_offsets, stream_row, tanh_f32)
+
+
+@triton.jit
+def block_query_rows(mask, head, grad_out, lse, b, n, d, start, v, m_blk, o_k, m_k):
+    """The rows of query offset v of the blocks starting at `start` ([G]), as loaded: whether
+    each query is real [G], its head and grad_out [G, BD] (input dtype) and lse [G, BD]
+    (+inf past the sequence)."""
+    o_j = start + v
+    m_j = m_blk & (o_j < n)
+    p_j = (b * n + o_j).to(tl.int64)[:, None] * d + o_k[None, :]
+    m_jk = m_j[:, None] & m_k[None, :]
+    real_j = m_j & (tl.load(mask + b * n + o_j, mask=m_j, other=0) != 0)
+    return (real_j, tl.load(head + p_j, mask=m_jk, other=0.0),
+            tl.load(grad_out + p_j, mask=m_jk, other=0.0),
+            tl.load(lse + p_j, mask=m_jk, other=float("inf")))
 
 
 @triton.jit
@@ -41,6 +57,7 @@ def bwd_blocks_kernel(
     n, d, r, nblk, inv_c, c_log2e,
     DIR: tl.constexpr,
     FAST_TANH: tl.constexpr,
+    ROW_AXIS: tl.constexpr,
     R: tl.constexpr, TILE: tl.constexpr, BD: tl.constexpr,
 ):
     G: tl.constexpr = TILE // R
@@ -54,16 +71,19 @@ def bwd_blocks_kernel(
     m_k = o_k < d
     m_blk = o_blk < nblk
     start = o_blk * r
-    o_i = start[:, None] + o_w[None, :]  # [G, R] key position
-    m_i = m_blk[:, None] & (o_w[None, :] < r) & (o_i < n)
+    # Keys [R, G, BD] or [G, R, BD] (ROW_AXIS, configs.BLOCK_ROW_AXIS): the arrangement in which
+    # this triton puts the warps on the blocks, so that a thread holds all R keys of its
+    # (block, feature) and the sums over a query's keys need no exchange between threads.
+    o_i = block_rows(start, o_w, ROW_AXIS)  # key positions
+    m_i = spread_blocks(m_blk, ROW_AXIS) & (spread_offsets(o_w, ROW_AXIS) < r) & (o_i < n)
     real_i = m_i & (tl.load(mask + b * n + o_i, mask=m_i, other=0) != 0)
     p_i = (b * n + o_i).to(tl.int64)[:, :, None] * d + o_k[None, None, :]
     m_ik = m_i[:, :, None] & m_k[None, None, :]
     b_dep = tl.load(dep + p_i, mask=m_ik, other=0.0).to(tl.float32) * inv_c
     b_val = tl.load(value + p_i, mask=m_ik, other=0.0).to(tl.float32)
     b_bias = tl.load(bias + o_k, mask=m_k, other=0.0).to(tl.float32)
-    b_dd = tl.zeros([G, R, BD], dtype=tl.float32)
-    b_dv = tl.zeros([G, R, BD], dtype=tl.float32)
+    b_dd = tl.zeros_like(b_val)
+    b_dv = tl.zeros_like(b_val)
 
     # Query offsets that have a key (the caller zero-fills d_head for the others).
     v_lo = 0
@@ -72,30 +92,37 @@ def bwd_blocks_kernel(
         v_lo = 1
     elif DIR == 1:
         v_hi = r - 1
+    # Queries stream one offset ahead (as the row-tile kernels' rows): offset v + 1's rows are
+    # loaded before offset v's math; the last offset is loaded twice rather than tested.
+    nxt_real, nxt_head, nxt_g, nxt_lse = block_query_rows(mask, head, grad_out, lse, b, n, d,
+                                                          start, v_lo, m_blk, o_k, m_k)
     for v in range(v_lo, v_hi):
+        real_j, raw_head, raw_g, raw_lse = nxt_real, nxt_head, nxt_g, nxt_lse
+        nxt_real, nxt_head, nxt_g, nxt_lse = block_query_rows(
+            mask, head, grad_out, lse, b, n, d, start, tl.minimum(v + 1, v_hi - 1), m_blk, o_k, m_k)
         o_j = start + v  # [G] query position, one per block
         m_j = m_blk & (o_j < n)
-        real_j = m_j & (tl.load(mask + b * n + o_j, mask=m_j, other=0) != 0)
         p_j = (b * n + o_j).to(tl.int64)[:, None] * d + o_k[None, :]
         m_jk = m_j[:, None] & m_k[None, :]
-        b_q = tl.load(head + p_j, mask=m_jk, other=0.0).to(tl.float32)
+        b_q = raw_head.to(tl.float32)
         b_q += b_bias[None, :]
         b_q = b_q * inv_c
-        b_g = tl.load(grad_out + p_j, mask=m_jk, other=0.0).to(tl.float32)
-        b_lse2 = tl.load(lse + p_j, mask=m_jk, other=float("inf")) * LOG2E
-        o_v = tl.zeros([G, R], dtype=tl.int32) + v
-        allow = real_i & real_j[:, None] & dir_allows(o_w[None, :], o_v, DIR)
-        t = tanh_f32(b_dep + b_q[:, None, :], FAST_TANH)
-        p = tl.where(allow[:, :, None], tl.exp2(t * c_log2e - b_lse2[:, None, :]), 0.0)
+        b_g = spread_block_rows(raw_g.to(tl.float32), ROW_AXIS)
+        b_lse2 = spread_block_rows(raw_lse * LOG2E, ROW_AXIS)
+        o_v = tl.zeros_like(o_i) + v
+        allow = real_i & spread_blocks(real_j, ROW_AXIS)
+        allow = allow & dir_allows(spread_offsets(o_w, ROW_AXIS), o_v, DIR)
+        t = tanh_f32(b_dep + spread_block_rows(b_q, ROW_AXIS), FAST_TANH)
+        p = tl.where(allow[:, :, None], tl.exp2(t * c_log2e - b_lse2), 0.0)
         # The query's output recomputed in float32 from the keys held here, not read from the
         # saved `out`: that one is rounded to the input dtype, and its rounding error would be
         # summed into d_head (and d_bias) over all queries.
-        b_o = tl.sum(p * b_val, axis=1)
-        pg = p * b_g[:, None, :]
-        dz = pg * (b_val - b_o[:, None, :]) * (1.0 - t * t)
+        b_o = tl.sum(p * b_val, axis=ROW_AXIS)
+        pg = p * b_g
+        dz = pg * (b_val - spread_block_rows(b_o, ROW_AXIS)) * (1.0 - t * t)
         b_dd += dz
         b_dv += pg
-        tl.store(d_head + p_j, tl.sum(dz, axis=1).to(d_head.dtype.element_ty), mask=m_jk)
+        tl.store(d_head + p_j, tl.sum(dz, axis=ROW_AXIS).to(d_head.dtype.element_ty), mask=m_jk)
 
     tl.store(d_dep + p_i, b_dd.to(d_dep.dtype.element_ty), mask=m_ik)
     tl.store(d_value + p_i, b_dv.to(d_value.dtype.element_ty), mask=m_ik)

@@ -7,7 +7,8 @@ twice: with its float scalars (c, 1/c, c·log2 e) as float32, as eager launches 
 float64, as torch.compile may. Then every autotune config of each kernel (configs.py) compiles
 too, and must not spill: a config the GPU autotuner tries must build, and one that spills would
 only waste its time (registers and stack from `cuobjdump -res-usage`, the copy triton bundles).
-Needs TRITON_INTERPRET unset. Exit status 0 when all compile and none spills.
+Nor may a per-block kernel whose warps fit on its blocks have a barrier (must_not_sync). Needs
+TRITON_INTERPRET unset. Exit status 0 when all compile, none spills and none syncs.
 With --cubin-dir DIR it also writes each binary there, named kernel-dtype-scalars.cubin, and
 each autotune config's, kernel-dtype-wWARPS-TILES.cubin (e.g. bwd_fused_kernel-fp32-w8-BM64-BD32),
 for `cuobjdump -sass` (the cuobjdump that triton bundles will do) or
@@ -46,13 +47,21 @@ def cases():
     """(kernel, pointer dtype, constexprs): every kernel, each dtype, both tanh and pivot modes."""
     from blosa_kernels import backward, forward
 
+    from blosa_kernels import configs
+
     flags = dict(DIR=0)
-    yield forward.fwd_blocks_kernel, "fp32", dict(flags, FAST_TANH=False, FIXED_PIVOT=True, R=8, TILE=64, BD=64)
-    yield forward.fwd_blocks_kernel, "bf16", dict(flags, DIR=2, FAST_TANH=True, FIXED_PIVOT=False, R=16, TILE=64, BD=32)
+    # The per-block kernels in the arrangement this triton runs, and (once) in the other one.
+    ax = dict(ROW_AXIS=configs.BLOCK_ROW_AXIS)
+    other = dict(ROW_AXIS=1 - configs.BLOCK_ROW_AXIS)
+    yield forward.fwd_blocks_kernel, "fp32", dict(flags, **ax, FAST_TANH=False, FIXED_PIVOT=True, R=8, TILE=64, BD=64)
+    yield forward.fwd_blocks_kernel, "bf16", dict(flags, **ax, DIR=2, FAST_TANH=True, FIXED_PIVOT=False, R=16, TILE=64,
+                                                  BD=32)
+    yield forward.fwd_blocks_kernel, "fp16", dict(flags, **other, FAST_TANH=True, FIXED_PIVOT=True, R=8, TILE=64, BD=32)
     yield forward.fwd_rows_kernel, "fp16", dict(flags, DIR=1, FAST_TANH=True, FIXED_PIVOT=True, BM=64, BD=64)
     yield forward.fwd_rows_kernel, "fp32", dict(flags, DIR=2, FAST_TANH=False, FIXED_PIVOT=False, BM=64, BD=64)
-    yield backward.bwd_blocks_kernel, "bf16", dict(flags, FAST_TANH=True, R=8, TILE=64, BD=32)
-    yield backward.bwd_blocks_kernel, "fp32", dict(flags, DIR=3, FAST_TANH=False, R=64, TILE=64, BD=32)
+    yield backward.bwd_blocks_kernel, "bf16", dict(flags, **ax, FAST_TANH=True, R=8, TILE=64, BD=32)
+    yield backward.bwd_blocks_kernel, "fp32", dict(flags, **ax, DIR=3, FAST_TANH=False, R=64, TILE=64, BD=32)
+    yield backward.bwd_blocks_kernel, "fp16", dict(flags, **other, DIR=1, FAST_TANH=True, R=8, TILE=64, BD=32)
     # float32 first: the autotune configs compile on a kernel's first case, and the backward
     # kernels' loops compare best in one dtype (bwd_dkv_kernel's and bwd_fused_kernel's too).
     yield backward.bwd_dq_kernel, "fp32", dict(flags, FAST_TANH=False, BM=64, BD=32)
@@ -98,6 +107,33 @@ def resources(cubin: bytes) -> tuple[int, int] | None:
     return (int(m.group(1)), int(m.group(2))) if m else None
 
 
+def barriers(cubin: bytes) -> int | None:
+    """BAR.SYNC instructions in a one-kernel cubin's SASS, or None without the cuobjdump that
+    triton bundles."""
+    import triton
+
+    tool = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "cuobjdump")
+    if not os.access(tool, os.X_OK):
+        return None
+    with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
+        f.write(cubin)
+        f.flush()
+        sass = subprocess.run([tool, "-sass", f.name], capture_output=True, text=True).stdout
+    return len(re.findall(r"\bBAR\.SYNC", sass))
+
+
+def must_not_sync(fn, constexprs: dict, num_warps: int) -> bool:
+    """A per-block kernel whose warps all fit on its blocks (G = TILE // R >= warps) sums a
+    block's rows inside each thread: a barrier there means the tile's arrangement
+    (configs.BLOCK_ROW_AXIS) put warps on the rows."""
+    if "ROW_AXIS" not in constexprs:
+        return False
+    from blosa_kernels import configs
+
+    return (constexprs["ROW_AXIS"] == configs.BLOCK_ROW_AXIS
+            and constexprs["TILE"] // constexprs["R"] >= num_warps)
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--arch", type=int, default=90, help="compute capability, e.g. 80 or 90")
@@ -125,7 +161,7 @@ def main(argv=None) -> int:
                     out.write(kernel.asm["cubin"])
             print(f"ok  {fn.__name__:<18} {dtype:<5} scalars {float_scalars} sm_{args.arch}  "
                   f"{time.time() - t0:5.1f}s  {constexprs}")
-    spilled = 0
+    failed = 0
     for fn, dtype, constexprs, num_warps in config_cases():
         t0 = time.time()
         signature = _signature(fn, dtype, constexprs, "fp32")
@@ -138,11 +174,14 @@ def main(argv=None) -> int:
                       "wb") as out:
                 out.write(kernel.asm["cubin"])
         regs, stack = usage if usage else ("?", 0)
-        spilled += stack > 0
-        print(f"{'ok ' if stack == 0 else 'SPILLS'} {fn.__name__:<18} {dtype:<5} autotune config "
-              f"num_warps={num_warps:<2} registers {regs} stack {stack}  {time.time() - t0:5.1f}s  "
+        syncs = barriers(kernel.asm["cubin"])
+        synced = bool(syncs) and must_not_sync(fn, constexprs, num_warps)
+        failed += stack > 0 or synced
+        status = "SPILLS" if stack else "SYNCS " if synced else "ok "
+        print(f"{status} {fn.__name__:<18} {dtype:<5} autotune config num_warps={num_warps:<2} "
+              f"registers {regs} stack {stack} barriers {syncs}  {time.time() - t0:5.1f}s  "
               f"{ {k: v for k, v in constexprs.items() if k in ('TILE', 'BM', 'BN', 'BD')} }")
-    return 1 if spilled else 0
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":

@@ -20,6 +20,19 @@ FIXED_PIVOT_MAX_SCALE = 40.0
 # tanh.approx.f32 (one special-function op) for these input dtypes; float32 keeps the accurate
 # exp2-based tanh. Ignored in the interpreter, which cannot run inline PTX.
 FAST_TANH_DTYPES = ("float16", "bfloat16")
+
+
+def _block_row_axis(version: str) -> int:
+    """Where the per-block kernels keep a block's rows in their 3-d tile: 0, [R, G, BD]; 1,
+    [G, R, BD]. Their sums over a block's rows stay inside a thread only if the warps go to the
+    blocks' axis (G); triton 3.7 and 3.8 give a 3-d tile's warps to its middle axis, 3.6 to its
+    first (the TTGIR of both kernels), so the blocks go there. compile_check fails if a
+    per-block loop has a barrier (a sum across warps)."""
+    major, minor = (int(part) for part in version.split(".")[:2])
+    return 0 if (major, minor) >= (3, 7) else 1
+
+
+BLOCK_ROW_AXIS = _block_row_axis(triton.__version__)
 # Backward of blocks longer than SMALL_BLOCK_MAX: "split" (bwd_dq_kernel + bwd_dkv_kernel, each
 # element's tanh and exp computed twice) or "fused" (bwd_fused_kernel + bwd_dkv_sums_kernel,
 # once, through a 2·cdiv(r, FUSED_ROWS)·B·n·d float32 scratch; blocks up to FUSED_MAX_BLOCK).

@@ -22,8 +22,22 @@ c, 1/c and c·log2(e); DIR 0 forward / 1 backward / 2 diag / 3 all; FAST_TANH: t
 import triton
 import triton.language as tl
 
-from blosa_kernels._math import (dir_allows, f32, key_row, row_tile, softmax_result,
+from blosa_kernels._math import (block_rows, dir_allows, f32, key_row, row_tile,
+                                 softmax_result, spread_block_rows, spread_blocks, spread_offsets,
                                  stream_row, tanh_f32)
+
+
+@triton.jit
+def block_key_rows(mask, dep, value, b, n, d, start, u, m_blk, o_k, m_k):
+    """The rows of key offset u of the blocks starting at `start` ([G]), as loaded: whether
+    each key is real [G], its dep and value [G, BD] (input dtype)."""
+    o_i = start + u
+    m_i = m_blk & (o_i < n)
+    p_i = (b * n + o_i).to(tl.int64)[:, None] * d + o_k[None, :]
+    m_ik = m_i[:, None] & m_k[None, :]
+    real_i = m_i & (tl.load(mask + b * n + o_i, mask=m_i, other=0) != 0)
+    return (real_i, tl.load(dep + p_i, mask=m_ik, other=0.0),
+            tl.load(value + p_i, mask=m_ik, other=0.0))
 
 
 @triton.jit
@@ -32,6 +46,7 @@ def fwd_blocks_kernel(
     n, d, r, nblk, c, inv_c, c_log2e,
     DIR: tl.constexpr,
     FIXED_PIVOT: tl.constexpr, FAST_TANH: tl.constexpr,
+    ROW_AXIS: tl.constexpr,
     R: tl.constexpr, TILE: tl.constexpr, BD: tl.constexpr,
 ):
     G: tl.constexpr = TILE // R
@@ -45,8 +60,12 @@ def fwd_blocks_kernel(
     m_k = o_k < d
     m_blk = o_blk < nblk
     start = o_blk * r
-    o_j = start[:, None] + o_v[None, :]  # [G, R] query position
-    m_j = m_blk[:, None] & (o_v[None, :] < r) & (o_j < n)
+    # Queries [R, G, BD] or [G, R, BD] (ROW_AXIS, configs.BLOCK_ROW_AXIS): the arrangement in
+    # which this triton puts the warps on the blocks, so that a thread holds all R queries of
+    # its (block, feature) and uses each key row it loads for all of them, with no exchange
+    # between threads.
+    o_j = block_rows(start, o_v, ROW_AXIS)  # query positions
+    m_j = spread_blocks(m_blk, ROW_AXIS) & (spread_offsets(o_v, ROW_AXIS) < r) & (o_j < n)
     real_j = m_j & (tl.load(mask + b * n + o_j, mask=m_j, other=0) != 0)
     row_j = (b * n + o_j).to(tl.int64) * d
     p_j = row_j[:, :, None] + o_k[None, None, :]
@@ -55,9 +74,9 @@ def fwd_blocks_kernel(
     b_q += tl.load(bias + o_k, mask=m_k, other=0.0).to(tl.float32)[None, None, :]
     b_q = b_q * inv_c
 
-    b_sum = tl.zeros([G, R, BD], dtype=tl.float32)
-    b_acc = tl.zeros([G, R, BD], dtype=tl.float32)
-    b_m = tl.full([G, R, BD], -1.0, dtype=tl.float32) * c_log2e  # running max (log2 units)
+    b_sum = tl.zeros_like(b_q)
+    b_acc = tl.zeros_like(b_q)
+    b_m = tl.full(b_q.shape, -1.0, dtype=tl.float32) * c_log2e  # running max (log2 units)
     # Key offsets that some query of the block may attend.
     u_lo = 0
     u_hi = r
@@ -65,32 +84,35 @@ def fwd_blocks_kernel(
         u_hi = r - 1
     elif DIR == 1:
         u_lo = 1
+    # Keys stream one offset ahead: offset u + 1's rows are loaded before offset u's math (the
+    # last offset is loaded twice rather than tested).
+    nxt_real, nxt_dep, nxt_val = block_key_rows(mask, dep, value, b, n, d, start, u_lo, m_blk,
+                                                o_k, m_k)
     for u in range(u_lo, u_hi):
-        o_i = start + u  # [G] key position, one per block
-        m_i = m_blk & (o_i < n)
-        real_i = m_i & (tl.load(mask + b * n + o_i, mask=m_i, other=0) != 0)
-        p_i = (b * n + o_i).to(tl.int64)[:, None] * d + o_k[None, :]
-        m_ik = m_i[:, None] & m_k[None, :]
-        b_dep = tl.load(dep + p_i, mask=m_ik, other=0.0).to(tl.float32)
-        b_val = tl.load(value + p_i, mask=m_ik, other=0.0).to(tl.float32)
-        o_u = tl.zeros([G, R], dtype=tl.int32) + u
-        allow = real_j & real_i[:, None] & dir_allows(o_u, o_v[None, :], DIR)
+        real_i, raw_dep, raw_val = nxt_real, nxt_dep, nxt_val
+        nxt_real, nxt_dep, nxt_val = block_key_rows(mask, dep, value, b, n, d, start,
+                                                    tl.minimum(u + 1, u_hi - 1), m_blk, o_k, m_k)
+        b_dep = spread_block_rows(raw_dep.to(tl.float32), ROW_AXIS)
+        b_val = spread_block_rows(raw_val.to(tl.float32), ROW_AXIS)
+        o_u = tl.zeros_like(o_j) + u
+        allow = real_j & spread_blocks(real_i, ROW_AXIS)
+        allow = allow & dir_allows(o_u, spread_offsets(o_v, ROW_AXIS), DIR)
         allow3 = allow[:, :, None]
-        t = tanh_f32(b_dep[:, None, :] * inv_c + b_q, FAST_TANH)
+        t = tanh_f32(b_dep * inv_c + b_q, FAST_TANH)
         if FIXED_PIVOT:
             # exp2(c t log2e + off) with off = -c log2e, or -inf for a pair that is not
             # allowed: the mask costs one select per (query, key), none per feature.
             off = tl.where(allow, -c_log2e, float("-inf"))
             p = tl.exp2(t * c_log2e + off[:, :, None])
             b_sum += p
-            b_acc += p * b_val[:, None, :]
+            b_acc += p * b_val
         else:
             s2 = t * c_log2e
             m_new = tl.where(allow3, tl.maximum(b_m, s2), b_m)
             alpha = tl.exp2(b_m - m_new)
             p = tl.where(allow3, tl.exp2(s2 - m_new), 0.0)
             b_sum = b_sum * alpha + p
-            b_acc = b_acc * alpha + p * b_val[:, None, :]
+            b_acc = b_acc * alpha + p * b_val
             b_m = m_new
 
     b_out, b_lse = softmax_result(b_sum, b_acc, b_m, b_sum > 0.0, c, FIXED_PIVOT)

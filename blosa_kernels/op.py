@@ -122,7 +122,8 @@ def masked_block_attn_triton_fwd(
     if L.small:
         _launch(
             "fwd_blocks", L, L.blocks_grid(), dep, head, value, bias_arg, mask_arg, out, lse,
-            L.n, L.d, L.r, L.nblk, L.c, L.inv_c, L.c_log2e, FIXED_PIVOT=fixed, R=L.R, **L.flags,
+            L.n, L.d, L.r, L.nblk, L.c, L.inv_c, L.c_log2e, FIXED_PIVOT=fixed, R=L.R,
+            ROW_AXIS=configs.BLOCK_ROW_AXIS, **L.flags,
         )
     else:
         _launch(
@@ -154,7 +155,8 @@ def masked_block_attn_triton_bwd(
         if L.small:
             _launch(
                 "bwd_blocks", L, L.blocks_grid(), *common, d_dep, d_head, d_value,
-                L.n, L.d, L.r, L.nblk, L.inv_c, L.c_log2e, R=L.R, **L.flags,
+                L.n, L.d, L.r, L.nblk, L.inv_c, L.c_log2e, R=L.R,
+                ROW_AXIS=configs.BLOCK_ROW_AXIS, **L.flags,
             )
         elif L.fused_backward():
             _fused_backward(L, common, mask_arg, d_dep, d_head, d_value)

@@ -15,7 +15,7 @@ import pytest
 import torch
 
 import blosa
-from blosa_kernels import masked_block_attn_triton, masked_block_attn_triton_fwd
+from blosa_kernels import configs, masked_block_attn_triton, masked_block_attn_triton_fwd
 from attn_cases import MASK_KINDS
 from triton_testing import DEVICE, make_inputs, reference64, run, use_path
 
@@ -49,6 +49,16 @@ def compare(B, n, d, block_len, direction, mask_kind, bias, scale, seed):
 def test_block_kernels(direction, block_len, mask_kind):
     seed = seed_of(direction, block_len, mask_kind)
     compare(2, 13, 6, block_len, direction, mask_kind, bias=seed % 2 == 0, scale=5.0, seed=seed)
+
+
+@pytest.mark.parametrize("direction", DIRECTIONS)
+@pytest.mark.parametrize("block_len", [1, 5, 0])
+def test_block_kernels_in_the_other_arrangement(monkeypatch, direction, block_len):
+    # The per-block kernels keep a block's rows on the tile axis that the installed triton
+    # needs (configs.BLOCK_ROW_AXIS); the other arrangement must compute the same.
+    monkeypatch.setattr(configs, "BLOCK_ROW_AXIS", 1 - configs.BLOCK_ROW_AXIS)
+    seed = seed_of(direction, block_len, "other arrangement")
+    compare(2, 13, 6, block_len, direction, "holes", bias=True, scale=5.0, seed=seed)
 
 
 @pytest.mark.parametrize("direction", DIRECTIONS)
