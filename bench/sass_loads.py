@@ -7,9 +7,10 @@ each kernel whose name matches REGEX (default: the float32 tiled kernels, tile 8
 it prints its registers and, for each loop that does special-function work (MUFU), the loop's
 size and, for each load in it, how many instructions later an instruction first reads the
 loaded register (following the loop around its back edge; "s:" marks a shared-memory load,
-"dead" a load overwritten before any read), and its barriers. A load read a few instructions after it is issued
-stalls its warp for the load's whole latency; that is what Nsight Compute showed in the tiled
-kernels, and what stream_rows / stream_chunks (csrc/cuda/) avoid. Also reads the cubins that
+"dead" a load overwritten before any read), and its barriers (BAR.SYNC, each a wait for every
+warp of the thread block). A load read a few instructions after it is issued stalls its warp
+for the load's whole latency; that is what Nsight Compute showed in the tiled kernels, and what
+stream_rows / stream_chunks (csrc/cuda/) avoid. Also reads the cubins that
 `python -m blosa_kernels.compile_check --cubin-dir DIR` writes (--so DIR/NAME.cubin).
 """
 from __future__ import annotations

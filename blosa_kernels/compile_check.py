@@ -45,23 +45,21 @@ def _signature(fn, dtype, constexprs, float_scalars):
 
 def cases():
     """(kernel, pointer dtype, constexprs): every kernel, each dtype, both tanh and pivot modes."""
-    from blosa_kernels import backward, forward
-
-    from blosa_kernels import configs
+    from blosa_kernels import backward, configs, forward
 
     flags = dict(DIR=0)
     # The per-block kernels in the arrangement this triton runs, and (once) in the other one.
-    ax = dict(ROW_AXIS=configs.BLOCK_ROW_AXIS)
-    other = dict(ROW_AXIS=1 - configs.BLOCK_ROW_AXIS)
-    yield forward.fwd_blocks_kernel, "fp32", dict(flags, **ax, FAST_TANH=False, FIXED_PIVOT=True, R=8, TILE=64, BD=64)
-    yield forward.fwd_blocks_kernel, "bf16", dict(flags, **ax, DIR=2, FAST_TANH=True, FIXED_PIVOT=False, R=16, TILE=64,
+    ax = dict(flags, ROW_AXIS=configs.BLOCK_ROW_AXIS)
+    other = dict(flags, ROW_AXIS=1 - configs.BLOCK_ROW_AXIS)
+    yield forward.fwd_blocks_kernel, "fp32", dict(ax, FAST_TANH=False, FIXED_PIVOT=True, R=8, TILE=64, BD=64)
+    yield forward.fwd_blocks_kernel, "bf16", dict(ax, DIR=2, FAST_TANH=True, FIXED_PIVOT=False, R=16, TILE=64,
                                                   BD=32)
-    yield forward.fwd_blocks_kernel, "fp16", dict(flags, **other, FAST_TANH=True, FIXED_PIVOT=True, R=8, TILE=64, BD=32)
+    yield forward.fwd_blocks_kernel, "fp16", dict(other, FAST_TANH=True, FIXED_PIVOT=True, R=8, TILE=64, BD=32)
     yield forward.fwd_rows_kernel, "fp16", dict(flags, DIR=1, FAST_TANH=True, FIXED_PIVOT=True, BM=64, BD=64)
     yield forward.fwd_rows_kernel, "fp32", dict(flags, DIR=2, FAST_TANH=False, FIXED_PIVOT=False, BM=64, BD=64)
-    yield backward.bwd_blocks_kernel, "bf16", dict(flags, **ax, FAST_TANH=True, R=8, TILE=64, BD=32)
-    yield backward.bwd_blocks_kernel, "fp32", dict(flags, **ax, DIR=3, FAST_TANH=False, R=64, TILE=64, BD=32)
-    yield backward.bwd_blocks_kernel, "fp16", dict(flags, **other, DIR=1, FAST_TANH=True, R=8, TILE=64, BD=32)
+    yield backward.bwd_blocks_kernel, "bf16", dict(ax, FAST_TANH=True, R=8, TILE=64, BD=32)
+    yield backward.bwd_blocks_kernel, "fp32", dict(ax, DIR=3, FAST_TANH=False, R=64, TILE=64, BD=32)
+    yield backward.bwd_blocks_kernel, "fp16", dict(other, DIR=1, FAST_TANH=True, R=8, TILE=64, BD=32)
     # float32 first: the autotune configs compile on a kernel's first case, and the backward
     # kernels' loops compare best in one dtype (bwd_dkv_kernel's and bwd_fused_kernel's too).
     yield backward.bwd_dq_kernel, "fp32", dict(flags, FAST_TANH=False, BM=64, BD=32)

@@ -52,9 +52,8 @@ def _cfg(num_warps, **meta):
 
 # Tile elements per thread trade work per thread against warps per SM. Registers per thread on
 # sm_90 over the five kernels (`python -m blosa_kernels.compile_check` prints them, and fails on
-# a config that spills): at 32 elements the kernels use all 255 and spill; at 16, 142-240 (4 to
-# 8 warps per SM); at 8, 95-162 (8 to 16); at 4, 58-81 (up to 32). The CUDA kernels run 8 per
-# thread at 16 warps per SM. The first two shapes give 16, the last two 8 and 4, and the
+# a config that spills): at 32 elements the kernels use all 255 and spill; at 16, 145-239; at 8,
+# 80-128; at 4, 55-87 (triton 3.8). The CUDA kernels run 8 per thread at 16 warps per SM. The first two shapes give 16, the last two 8 and 4, and the
 # autotuner picks (four shapes: each costs a compile per autotune key, and make gpu-check has
 # to fit one device call). Rows stay >= 64 = SMALL_BLOCK_MAX, since the per-block kernels need
 # TILE >= R. TILE = queries per program (G = TILE // R whole blocks of R); BM / BN = query /
@@ -69,8 +68,9 @@ DKV_CONFIGS = [_cfg(w, BN=t, BD=bd) for w, t, bd in _SHAPES]
 # the tile's rows: a reduction across warps through shared memory, with barriers (per key: 4 on
 # 8 warps, 2 on 4, 4 on 2, 1 on 1). Its shapes (warps, BD) trade that against warps per SM.
 # Registers on sm_90, float32: (8, 32) 175, 8 elements a thread, as the split kernels'
-# (8, 64, 32); (4, 8) 79, 4 elements; (2, 8) 131 and (1, 4) 163, 8 elements, fewer barriers. At 16 elements it spills. (`python -m blosa_kernels.compile_check
-# --cubin-dir DIR`, then `python bench/sass_loads.py --so DIR/FILE.cubin --kernels bwd_fused`.)
+# (8, 64, 32); (4, 8) 79, 4 elements; (2, 8) 131 and (1, 4) 163, 8 elements, fewer barriers.
+# At 16 elements it spills. (`python -m blosa_kernels.compile_check --cubin-dir DIR`, then
+# `python bench/sass_loads.py --so DIR/FILE.cubin --kernels bwd_fused`.)
 # Rows are FUSED_ROWS in every shape: the scratch's layout depends on them.
 FUSED_CONFIGS = [_cfg(w, BM=FUSED_ROWS, BD=bd) for w, bd in ((8, 32), (4, 8), (2, 8), (1, 4))]
 # Adds 2·U floats per output element, memory-bound: one shape, 8 elements a thread (128
