@@ -166,22 +166,22 @@ def jobs(backends, cuda_variants, triton_variants=()):
 
 
 @contextlib.contextmanager
-def variant_applied(backend: str, settings: dict):
-    """The variant's environment (CUDA) or configs attributes (Triton) for the duration."""
-    if backend != "triton":
+def cuda_environment(env: dict):
+    """The CUDA tuning variables of `env` (all others unset) for the duration."""
+    for variable in TUNING_VARIABLES:
+        os.environ.pop(variable, None)
+    os.environ.update(env)
+    try:
+        yield
+    finally:
         for variable in TUNING_VARIABLES:
             os.environ.pop(variable, None)
-        os.environ.update(settings)
-        try:
-            yield
-        finally:
-            for variable in TUNING_VARIABLES:
-                os.environ.pop(variable, None)
-        return
-    if not settings:
-        yield
-        return
-    from blosa_kernels import configs
+
+
+@contextlib.contextmanager
+def triton_configs(settings: dict):
+    """blosa_kernels.configs attributes set as `settings` says for the duration."""
+    from blosa_kernels import configs  # raises where triton is missing: the job is skipped
 
     saved = {name: getattr(configs, name) for name in settings}
     for name, value in settings.items():
@@ -191,6 +191,12 @@ def variant_applied(backend: str, settings: dict):
     finally:
         for name, value in saved.items():
             setattr(configs, name, value)
+
+
+def variant_applied(backend: str, settings: dict):
+    """A job's variant, applied for the duration: environment variables (CUDA) or
+    blosa_kernels.configs attributes (Triton)."""
+    return triton_configs(settings) if backend == "triton" else cuda_environment(settings)
 
 
 def variant_table(records: list[dict]) -> list[str]:
