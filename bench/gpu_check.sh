@@ -70,8 +70,10 @@ BLOSA_CUDA_ERR_LOG="$LOG/cuda_errors.json" timed "CUDA tests" ${CUDA_TESTS_TIMEO
 tests_status=$?
 tail -25 "$LOG/tests_cuda.log"
 step "Triton GPU tests"
-timed "Triton tests" ${TRITON_TESTS_TIMEOUT:-150} $PY -m pytest tests/triton -q -rs --maxfail=20 \
-  -p no:cacheprovider > "$LOG/tests_triton.log" 2>&1
+# Without test_triton_compiles.py: it compiles every kernel for sm_90 without running it, for
+# CI's machines without a GPU (about 40 s); here the other tests compile and run them all.
+timed "Triton tests" ${TRITON_TESTS_TIMEOUT:-160} $PY -m pytest tests/triton -q -rs --maxfail=20 \
+  --ignore=tests/triton/test_triton_compiles.py -p no:cacheprovider > "$LOG/tests_triton.log" 2>&1
 triton_status=$?
 tail -25 "$LOG/tests_triton.log"
 
