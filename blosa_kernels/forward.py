@@ -22,9 +22,9 @@ c, 1/c and c·log2(e); DIR 0 forward / 1 backward / 2 diag / 3 all; FAST_TANH: t
 import triton
 import triton.language as tl
 
-from blosa_kernels._math import (block_rows, dir_allows, f32, key_row, row_tile,
-                                 softmax_result, spread_block_rows, spread_blocks, spread_offsets,
-                                 stream_row, tanh_f32)
+from blosa_kernels._math import (block_rows, dir_allows, f32, key_pointers, load_key, row_step,
+                                 row_tile, softmax_result, spread_block_rows, spread_blocks,
+                                 spread_offsets, stream_row, tanh_f32)
 
 
 @triton.jit
@@ -147,12 +147,15 @@ def fwd_rows_kernel(
     # Keys stream one ahead (as the CUDA kernels' stream_rows): key i + 1's mask byte and row
     # are loaded before key i's math, so their latency hides behind it instead of stalling
     # the loop inside `if real_i`. The last key is loaded twice rather than tested (stream_row).
-    nxt_real, nxt_dep, nxt_val = key_row(mask, dep, value, b * n + stream_row(i_lo, i_hi), d,
-                                         o_k, m_k)
+    # The pointers move by row_step each step (no 64-bit offset recomputed: 10 instructions).
+    first = b * n + stream_row(i_lo, i_hi)
+    m_ptr, dep_ptr, val_ptr = key_pointers(mask, dep, value, first, d, o_k)
+    nxt_real, nxt_dep, nxt_val = load_key(m_ptr, dep_ptr, val_ptr, m_k)
     for i in range(i_lo, i_hi):
         real_i, raw_dep, raw_val = nxt_real, nxt_dep, nxt_val
-        nxt_real, nxt_dep, nxt_val = key_row(mask, dep, value, b * n + stream_row(i + 1, i_hi),
-                                             d, o_k, m_k)
+        step = row_step(i, i_hi)
+        m_ptr, dep_ptr, val_ptr = m_ptr + step, dep_ptr + step * d, val_ptr + step * d
+        nxt_real, nxt_dep, nxt_val = load_key(m_ptr, dep_ptr, val_ptr, m_k)
         if real_i:  # a padding key is skipped by every query
             b_dep = raw_dep.to(tl.float32)
             b_val = raw_val.to(tl.float32)
