@@ -112,19 +112,24 @@ def tile_ranges(mask, b, m0, end, n, r, BM: tl.constexpr, DIR: tl.constexpr, KEY
 
 
 @triton.jit
+def heaviest_first(x, count, REVERSE: tl.constexpr):
+    """Tile number x of `count`, counted from the end when REVERSE: programs start in pid order,
+    and a grid that ends on its heaviest tiles leaves most SMs idle while they finish."""
+    if REVERSE:
+        x = count - 1 - x
+    return x
+
+
+@triton.jit
 def row_tile(mask, n, r, BM: tl.constexpr, DIR: tl.constexpr, KEYS: tl.constexpr):
     """The tile of program (pid 0) of a row-tile kernel: BM consecutive rows of one sequence
     (tiles may straddle blocks). Returns b, m0 (the sequence and first row), then tile_ranges.
-
-    Programs start in pid order, so a sequence's tiles are numbered heaviest first: under
-    "forward" later queries have more keys (and under "backward" later keys more queries), and
-    a grid that ends on its heaviest tiles leaves most SMs idle while they finish."""
+    A sequence's tiles are numbered heaviest first: under "forward" later queries have more
+    keys, under "backward" later keys more queries."""
     pid = tl.program_id(0)
     tiles = tl.cdiv(n, BM)
     b = pid // tiles
-    tile = pid % tiles
-    if (KEYS and DIR == 0) or ((not KEYS) and DIR == 1):
-        tile = tiles - 1 - tile
+    tile = heaviest_first(pid % tiles, tiles, (KEYS and DIR == 0) or ((not KEYS) and DIR == 1))
     m0 = tile * BM
     o_j, m_j, real_j, lo_j, hi_j, last, s_lo, s_hi, inner_lo, inner_hi = tile_ranges(
         mask, b, m0, n, n, r, BM, DIR, KEYS)
@@ -138,9 +143,7 @@ def block_row_tile(mask, n, r, nblk, U, BM: tl.constexpr, DIR: tl.constexpr):
     under "forward": heaviest first, as in row_tile), empty past the end of a short last block.
     Returns b, u, m0, then tile_ranges (queries streaming their keys)."""
     pid = tl.program_id(0)
-    u = pid % U
-    if DIR == 0:  # heaviest first, as in row_tile
-        u = U - 1 - u
+    u = heaviest_first(pid % U, U, DIR == 0)
     blk = (pid // U) % nblk
     b = pid // (U * nblk)
     m0 = blk * r + u * BM
@@ -195,6 +198,60 @@ def spread_block_rows(x, ROW_AXIS: tl.constexpr):
     else:
         y = x[:, None, :]
     return y
+
+
+@triton.jit
+def spans_tile(s, inner_lo, inner_hi, m0, last, DIR: tl.constexpr):
+    """Whether every row of a row tile (rows m0..last) pairs with streamed row s: s lies in the
+    intersection of their ranges (tile_ranges) and, under "diag", is none of the rows."""
+    inner = (s >= inner_lo) & (s < inner_hi)
+    if DIR == 2:
+        inner = inner & ((s < m0) | (s > last))
+    return inner
+
+
+@triton.jit
+def pairs_with(s, lo_j, hi_j, o_j, DIR: tl.constexpr):
+    """[BM] whether each row o_j of a row tile (its range [lo_j, hi_j)) pairs with streamed
+    row s."""
+    allow = (lo_j <= s) & (s < hi_j)
+    if DIR == 2:
+        allow = allow & (o_j != s)
+    return allow
+
+
+@triton.jit
+def saved_probs(t, nlse2, c_log2e, s, inner_lo, inner_hi, m0, last, lo_j, hi_j, o_j,
+                DIR: tl.constexpr):
+    """p = exp2(c·log2(e)·t + nlse2) of a row tile's pairs with streamed row s, recomputed
+    from the saved lse (nlse2 = -lse·log2(e), broadcast against t [BM, BD]), 0 for the rows
+    that do not pair with s; on the tiles' common range no mask at all."""
+    if spans_tile(s, inner_lo, inner_hi, m0, last, DIR):
+        p = tl.exp2(t * c_log2e + nlse2)
+    else:
+        allow = pairs_with(s, lo_j, hi_j, o_j, DIR)
+        p = tl.where(allow[:, None], tl.exp2(t * c_log2e + nlse2), 0.0)
+    return p
+
+
+@triton.jit
+def scaled_queries(head, bias, p_j, m_jk, o_k, m_k, inv_c):
+    """(head + bias) / c of a tile's queries [BM, BD] (offsets p_j), in float32."""
+    b_q = tl.load(head + p_j, mask=m_jk, other=0.0).to(tl.float32)
+    b_q += tl.load(bias + o_k, mask=m_k, other=0.0).to(tl.float32)[None, :]
+    return b_q * inv_c
+
+
+@triton.jit
+def query_tile(head, bias, grad_out, lse, out, p_j, m_jk, o_k, m_k, inv_c):
+    """What the backward needs of a tile's queries [BM, BD], in float32: (head + bias) / c,
+    grad_out, -lse·log2(e) (-inf where lse is +inf: padding rows, rows past the end and rows
+    with no key, so their p is exactly 0) and the saved out."""
+    b_q = scaled_queries(head, bias, p_j, m_jk, o_k, m_k, inv_c)
+    b_g = tl.load(grad_out + p_j, mask=m_jk, other=0.0).to(tl.float32)
+    b_nlse2 = -tl.load(lse + p_j, mask=m_jk, other=float("inf")) * LOG2E
+    b_os = tl.load(out + p_j, mask=m_jk, other=0.0).to(tl.float32)
+    return b_q, b_g, b_nlse2, b_os
 
 
 @triton.jit

@@ -32,8 +32,8 @@ import triton
 import triton.language as tl
 
 from blosa_kernels._math import (LOG2E, block_row_tile, block_rows, dir_allows, f32, key_row,
-                                 query_row, row_tile, spread_block_rows, spread_blocks,
-                                 spread_offsets, stream_row, tanh_f32)
+                                 query_row, query_tile, row_tile, saved_probs, spread_block_rows,
+                                 spread_blocks, spread_offsets, stream_row, tanh_f32)
 
 
 @triton.jit
@@ -145,18 +145,13 @@ def bwd_dq_kernel(
 
     p_j = (b * n + o_j).to(tl.int64)[:, None] * d + o_k[None, :]
     m_jk = m_j[:, None] & m_k[None, :]
-    b_q = tl.load(head + p_j, mask=m_jk, other=0.0).to(tl.float32)
-    b_q += tl.load(bias + o_k, mask=m_k, other=0.0).to(tl.float32)[None, :]
-    b_q = b_q * inv_c
-    b_g = tl.load(grad_out + p_j, mask=m_jk, other=0.0).to(tl.float32)
-    # -lse in log2 units; +inf lse (padding rows, rows with no key) gives p = exp2(-inf) = 0.
-    b_nlse2 = -tl.load(lse + p_j, mask=m_jk, other=float("inf")) * LOG2E
+    b_q, b_g, b_nlse2, b_os = query_tile(head, bias, grad_out, lse, out, p_j, m_jk, o_k, m_k,
+                                         inv_c)
     # d_head = g sum_i p w (v_i - o), w = 1 - t^2. The saved `out` o_s is rounded to the input
     # dtype, and that error would add up in d_bias over all queries, so o = o_s + e with
     # e = sum_i p (v_i - o_s) accumulated here in float32:
     #   d_head = g (sum_i p w (v_i - o_s) - e sum_i p w)
     # (the terms are centred on o_s, so nothing large cancels).
-    b_os = tl.load(out + p_j, mask=m_jk, other=0.0).to(tl.float32)
     b_pwv = tl.zeros([BM, BD], dtype=tl.float32)
     b_pw = tl.zeros([BM, BD], dtype=tl.float32)
     b_pv = tl.zeros([BM, BD], dtype=tl.float32)
@@ -171,16 +166,8 @@ def bwd_dq_kernel(
             b_dep = raw_dep.to(tl.float32)
             b_val = raw_val.to(tl.float32)
             t = tanh_f32(b_dep[None, :] * inv_c + b_q, FAST_TANH)
-            inner = (i >= inner_lo) & (i < inner_hi)
-            if DIR == 2:
-                inner = inner & ((i < m0) | (i > last))
-            if inner:
-                p = tl.exp2(t * c_log2e + b_nlse2)
-            else:
-                allow = (lo_j <= i) & (i < hi_j)
-                if DIR == 2:
-                    allow = allow & (o_j != i)
-                p = tl.where(allow[:, None], tl.exp2(t * c_log2e + b_nlse2), 0.0)
+            p = saved_probs(t, b_nlse2, c_log2e, i, inner_lo, inner_hi, m0, last, lo_j, hi_j, o_j,
+                            DIR)
             vd = b_val[None, :] - b_os
             pw = p * (1.0 - t * t)
             b_pwv += pw * vd
@@ -228,16 +215,8 @@ def bwd_dkv_kernel(
             b_o = raw_o.to(tl.float32)
             b_nlse2 = -raw_lse * LOG2E
             t = tanh_f32(b_dep + b_q[None, :], FAST_TANH)
-            inner = (j >= inner_lo) & (j < inner_hi)
-            if DIR == 2:
-                inner = inner & ((j < m0) | (j > last))
-            if inner:
-                p = tl.exp2(t * c_log2e + b_nlse2[None, :])
-            else:
-                allow = (lo_i <= j) & (j < hi_i)
-                if DIR == 2:
-                    allow = allow & (o_i != j)
-                p = tl.where(allow[:, None], tl.exp2(t * c_log2e + b_nlse2[None, :]), 0.0)
+            p = saved_probs(t, b_nlse2[None, :], c_log2e, j, inner_lo, inner_hi, m0, last, lo_i,
+                            hi_i, o_i, DIR)
             pg = p * b_g[None, :]
             b_dd += pg * (b_val - b_o[None, :]) * (1.0 - t * t)
             b_dv += pg
@@ -269,13 +248,8 @@ def bwd_fused_kernel(
 
     p_j = (b * n + o_j).to(tl.int64)[:, None] * d + o_k[None, :]
     m_jk = m_j[:, None] & m_k[None, :]
-    b_q = tl.load(head + p_j, mask=m_jk, other=0.0).to(tl.float32)
-    b_q += tl.load(bias + o_k, mask=m_k, other=0.0).to(tl.float32)[None, :]
-    b_q = b_q * inv_c
-    b_g = tl.load(grad_out + p_j, mask=m_jk, other=0.0).to(tl.float32)
-    # Padding rows, rows past the block and rows with no key have lse = +inf: p = 0 exactly.
-    b_nlse2 = -tl.load(lse + p_j, mask=m_jk, other=float("inf")) * LOG2E
-    b_os = tl.load(out + p_j, mask=m_jk, other=0.0).to(tl.float32)
+    b_q, b_g, b_nlse2, b_os = query_tile(head, bias, grad_out, lse, out, p_j, m_jk, o_k, m_k,
+                                         inv_c)
     b_pwv = tl.zeros([BM, BD], dtype=tl.float32)
     b_pw = tl.zeros([BM, BD], dtype=tl.float32)
     b_pv = tl.zeros([BM, BD], dtype=tl.float32)
@@ -291,16 +265,8 @@ def bwd_fused_kernel(
             b_dep = raw_dep.to(tl.float32)
             b_val = raw_val.to(tl.float32)
             t = tanh_f32(b_dep[None, :] * inv_c + b_q, FAST_TANH)
-            inner = (i >= inner_lo) & (i < inner_hi)
-            if DIR == 2:
-                inner = inner & ((i < m0) | (i > last))
-            if inner:
-                p = tl.exp2(t * c_log2e + b_nlse2)
-            else:
-                allow = (lo_j <= i) & (i < hi_j)
-                if DIR == 2:
-                    allow = allow & (o_j != i)
-                p = tl.where(allow[:, None], tl.exp2(t * c_log2e + b_nlse2), 0.0)
+            p = saved_probs(t, b_nlse2, c_log2e, i, inner_lo, inner_hi, m0, last, lo_j, hi_j, o_j,
+                            DIR)
             vd = b_val[None, :] - b_os
             pw = p * (1.0 - t * t)
             pwv = pw * vd

@@ -89,9 +89,9 @@ def config_cases():
             yield fn, dtype, dict(constexprs, **config.kwargs), config.num_warps
 
 
-def resources(cubin: bytes) -> tuple[int, int] | None:
-    """(registers per thread, stack bytes: spills) of a one-kernel cubin, or None without the
-    cuobjdump that triton bundles."""
+def cuobjdump(cubin: bytes, option: str) -> str | None:
+    """`cuobjdump OPTION` of a one-kernel cubin (the copy that triton bundles), or None
+    without it."""
     import triton
 
     tool = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "cuobjdump")
@@ -100,24 +100,20 @@ def resources(cubin: bytes) -> tuple[int, int] | None:
     with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
         f.write(cubin)
         f.flush()
-        usage = subprocess.run([tool, "-res-usage", f.name], capture_output=True, text=True).stdout
-    m = re.search(r"REG:(\d+) STACK:(\d+)", usage)
+        return subprocess.run([tool, option, f.name], capture_output=True, text=True).stdout
+
+
+def resources(cubin: bytes) -> tuple[int, int] | None:
+    """(registers per thread, stack bytes: spills) of a one-kernel cubin, or None without
+    cuobjdump."""
+    m = re.search(r"REG:(\d+) STACK:(\d+)", cuobjdump(cubin, "-res-usage") or "")
     return (int(m.group(1)), int(m.group(2))) if m else None
 
 
 def barriers(cubin: bytes) -> int | None:
-    """BAR.SYNC instructions in a one-kernel cubin's SASS, or None without the cuobjdump that
-    triton bundles."""
-    import triton
-
-    tool = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "cuobjdump")
-    if not os.access(tool, os.X_OK):
-        return None
-    with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
-        f.write(cubin)
-        f.flush()
-        sass = subprocess.run([tool, "-sass", f.name], capture_output=True, text=True).stdout
-    return len(re.findall(r"\bBAR\.SYNC", sass))
+    """BAR.SYNC instructions in a one-kernel cubin's SASS, or None without cuobjdump."""
+    sass = cuobjdump(cubin, "-sass")
+    return None if sass is None else len(re.findall(r"\bBAR\.SYNC", sass))
 
 
 def must_not_sync(fn, constexprs: dict, num_warps: int) -> bool:

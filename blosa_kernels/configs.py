@@ -53,11 +53,12 @@ def _cfg(num_warps, **meta):
 # Tile elements per thread trade work per thread against warps per SM. Registers per thread on
 # sm_90 over the five kernels (`python -m blosa_kernels.compile_check` prints them, and fails on
 # a config that spills): at 32 elements the kernels use all 255 and spill; at 16, 145-239; at 8,
-# 80-128; at 4, 55-87 (triton 3.8). The CUDA kernels run 8 per thread at 16 warps per SM. The first two shapes give 16, the last two 8 and 4, and the
-# autotuner picks (four shapes: each costs a compile per autotune key, and make gpu-check has
-# to fit one device call). Rows stay >= 64 = SMALL_BLOCK_MAX, since the per-block kernels need
-# TILE >= R. TILE = queries per program (G = TILE // R whole blocks of R); BM / BN = query /
-# key rows per program; BD = features per program.
+# 80-128; at 4, 55-87 (triton 3.8). The CUDA kernels run 8 per thread at 16 warps per SM. The
+# first two shapes give 16, the last two 8 and 4, and the autotuner picks (four shapes: each
+# costs a compile per autotune key, and make gpu-check has to fit one device call). Rows stay
+# >= 64 = SMALL_BLOCK_MAX, since the per-block kernels need TILE >= R. TILE = queries per
+# program (G = TILE // R whole blocks of R); BM / BN = query / key rows per program; BD =
+# features per program.
 _SHAPES = [(4, 64, 32), (8, 64, 64), (8, 64, 32), (16, 64, 32)]  # (num_warps, rows, BD)
 BLOCK_CONFIGS = [_cfg(w, TILE=t, BD=bd) for w, t, bd in _SHAPES]
 BLOCK_BWD_CONFIGS = BLOCK_CONFIGS

@@ -22,9 +22,10 @@ c, 1/c and c·log2(e); DIR 0 forward / 1 backward / 2 diag / 3 all; FAST_TANH: t
 import triton
 import triton.language as tl
 
-from blosa_kernels._math import (block_rows, dir_allows, f32, key_pointers, load_key, row_step,
-                                 row_tile, softmax_result, spread_block_rows, spread_blocks,
-                                 spread_offsets, stream_row, tanh_f32)
+from blosa_kernels._math import (block_rows, dir_allows, f32, key_pointers, load_key, pairs_with,
+                                 row_step, row_tile, scaled_queries, softmax_result, spans_tile,
+                                 spread_block_rows, spread_blocks, spread_offsets, stream_row,
+                                 tanh_f32)
 
 
 @triton.jit
@@ -137,9 +138,7 @@ def fwd_rows_kernel(
 
     p_j = (b * n + o_j).to(tl.int64)[:, None] * d + o_k[None, :]
     m_jk = m_j[:, None] & m_k[None, :]
-    b_q = tl.load(head + p_j, mask=m_jk, other=0.0).to(tl.float32)
-    b_q += tl.load(bias + o_k, mask=m_k, other=0.0).to(tl.float32)[None, :]
-    b_q = b_q * inv_c
+    b_q = scaled_queries(head, bias, p_j, m_jk, o_k, m_k, inv_c)
 
     b_sum = tl.zeros([BM, BD], dtype=tl.float32)
     b_acc = tl.zeros([BM, BD], dtype=tl.float32)
@@ -160,14 +159,9 @@ def fwd_rows_kernel(
             b_dep = raw_dep.to(tl.float32)
             b_val = raw_val.to(tl.float32)
             t = tanh_f32(b_dep[None, :] * inv_c + b_q, FAST_TANH)
-            allow = (lo_j <= i) & (i < hi_j)
-            if DIR == 2:
-                allow = allow & (o_j != i)
+            allow = pairs_with(i, lo_j, hi_j, o_j, DIR)
             if FIXED_PIVOT:
-                inner = (i >= inner_lo) & (i < inner_hi)
-                if DIR == 2:
-                    inner = inner & ((i < m0) | (i > last))
-                if inner:
+                if spans_tile(i, inner_lo, inner_hi, m0, last, DIR):
                     p = tl.exp2(t * c_log2e - c_log2e)
                 else:
                     off = tl.where(allow, -c_log2e, float("-inf"))  # see fwd_blocks_kernel

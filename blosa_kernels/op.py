@@ -72,8 +72,8 @@ class _Launch:
         """U: query tiles of configs.FUSED_ROWS rows per block (the fused backward's tiling)."""
         return triton.cdiv(self.r, configs.FUSED_ROWS)
 
-    def block_rows_grid(self):
-        U = self.block_tiles()
+    def block_rows_grid(self, U):
+        """Programs of block_row_tile: U query tiles of every block of every sequence."""
         return lambda m: (self.B * self.nblk * U, triton.cdiv(self.d, m["BD"]))
 
 
@@ -181,7 +181,7 @@ def _fused_backward(L, common, mask_arg, d_dep, d_head, d_value):
     U = L.block_tiles()
     sums = torch.empty((2, U, L.B, L.n, L.d), dtype=torch.float32, device=d_head.device)
     _launch(
-        "bwd_fused", L, L.block_rows_grid(), *common, d_head, sums,
+        "bwd_fused", L, L.block_rows_grid(U), *common, d_head, sums,
         L.B, L.n, L.d, L.r, L.nblk, U, *L.buckets, L.inv_c, L.c_log2e, **L.flags,
     )
     _launch(
