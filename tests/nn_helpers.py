@@ -1,6 +1,7 @@
 """Shared helpers of the tests/test_nn*.py files: fresh random batches and comparisons."""
 from __future__ import annotations
 
+import os
 import random
 
 import torch
@@ -10,9 +11,12 @@ F64_RTOL = 1e-10
 
 
 def fresh_seed() -> int:
-    """Seed torch with a fresh random seed and return it (put it in assertion messages)."""
-    seed = random.SystemRandom().randrange(2**31)
+    """Seed torch and Python's `random` with a fresh seed and return it (put it in assertion
+    messages). BLOSA_TEST_SEED=N replays a failure: every test then draws from seed N."""
+    replay = os.environ.get("BLOSA_TEST_SEED")
+    seed = int(replay) if replay else random.SystemRandom().randrange(2**31)
     torch.manual_seed(seed)
+    random.seed(seed)
     return seed
 
 
