@@ -5,6 +5,9 @@
 Measures forward and forward+backward of every available GPU backend at B=64, d=300, n=384
 with blocks of r=8 and with one block, and full DiSA (one block) at B=8, n=8192, d=300
 (forward+backward and its peak memory), in float32 and bfloat16, direction "forward".
+Modes: "fwd", a forward no gradient will reach (no lse written); "fwd+lse", the forward of a
+training step (inputs require grad, lse written for backward; at r = 8, where lse is a third of
+the bfloat16 traffic); "fwd+bwd", forward and backward.
 Two times per case: "call" (CUDA events around back-to-back calls from Python: what a user
 sees, host overhead included when the host is the slower side) and "kernels" (the summed device
 time of the kernels one call launches, from torch.profiler: the GPU's own work, which the rates
@@ -34,7 +37,7 @@ BACKENDS = ("cuda", "triton")
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
 # (name, B, n, d, block_len, modes)
 CONFIGS = (
-    ("r=8", 64, 384, 300, 8, ("fwd", "fwd+bwd")),
+    ("r=8", 64, 384, 300, 8, ("fwd", "fwd+lse", "fwd+bwd")),
     ("one block", 64, 384, 300, 0, ("fwd", "fwd+bwd")),
     ("DiSA n=8192", 8, 8192, 300, 0, ("fwd+bwd",)),
 )
@@ -86,6 +89,8 @@ def measure(backend, dtype, B, n, d, block_len, mode):
         def fn():
             with torch.no_grad():
                 call()
+    elif mode == "fwd+lse":
+        fn = call
     else:
         def fn():
             torch.autograd.grad(call(), leaves, grad_out)

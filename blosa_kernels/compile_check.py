@@ -51,12 +51,17 @@ def cases():
     # The per-block kernels in the arrangement this triton runs, and (once) in the other one.
     ax = dict(flags, ROW_AXIS=configs.BLOCK_ROW_AXIS)
     other = dict(flags, ROW_AXIS=1 - configs.BLOCK_ROW_AXIS)
-    yield forward.fwd_blocks_kernel, "fp32", dict(ax, FAST_TANH=False, FIXED_PIVOT=True, R=8, TILE=64, BD=64)
-    yield forward.fwd_blocks_kernel, "bf16", dict(ax, DIR=2, FAST_TANH=True, FIXED_PIVOT=False, R=16, TILE=64,
+    lse, no_lse = dict(WRITE_LSE=True), dict(WRITE_LSE=False)
+    yield forward.fwd_blocks_kernel, "fp32", dict(ax, **lse, FAST_TANH=False, FIXED_PIVOT=True, R=8, TILE=64,
+                                                  BD=64)
+    yield forward.fwd_blocks_kernel, "bf16", dict(ax, **no_lse, DIR=2, FAST_TANH=True, FIXED_PIVOT=False, R=16,
+                                                  TILE=64, BD=32)
+    yield forward.fwd_blocks_kernel, "fp16", dict(other, **lse, FAST_TANH=True, FIXED_PIVOT=True, R=8, TILE=64,
                                                   BD=32)
-    yield forward.fwd_blocks_kernel, "fp16", dict(other, FAST_TANH=True, FIXED_PIVOT=True, R=8, TILE=64, BD=32)
-    yield forward.fwd_rows_kernel, "fp16", dict(flags, DIR=1, FAST_TANH=True, FIXED_PIVOT=True, BM=64, BD=64)
-    yield forward.fwd_rows_kernel, "fp32", dict(flags, DIR=2, FAST_TANH=False, FIXED_PIVOT=False, BM=64, BD=64)
+    yield forward.fwd_rows_kernel, "fp16", dict(flags, **lse, DIR=1, FAST_TANH=True, FIXED_PIVOT=True, BM=64,
+                                                BD=64)
+    yield forward.fwd_rows_kernel, "fp32", dict(flags, **no_lse, DIR=2, FAST_TANH=False, FIXED_PIVOT=False,
+                                                BM=64, BD=64)
     yield backward.bwd_blocks_kernel, "bf16", dict(ax, FAST_TANH=True, R=8, TILE=64, BD=32)
     yield backward.bwd_blocks_kernel, "fp32", dict(ax, DIR=3, FAST_TANH=False, R=64, TILE=64, BD=32)
     yield backward.bwd_blocks_kernel, "fp16", dict(other, DIR=1, FAST_TANH=True, R=8, TILE=64, BD=32)

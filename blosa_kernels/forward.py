@@ -5,6 +5,7 @@ With FIXED_PIVOT (scale <= 40, KERNEL_NOTES.md section 1) the scores s in [-c, c
 the constant c: one exp per element, no rescaling; otherwise by a running maximum that starts at
 -c (a lower bound of every score), so the pivot is always finite and no -inf - -inf can occur.
 A query with no allowed key gets out = 0 and lse = +inf (backward then recomputes p = 0).
+WRITE_LSE=False (a call no gradient will reach) skips lse: its stores and its logarithms.
 
 Two tilings (neither holds an r x r x d or n x n x d tensor; extra memory is the lse output):
 - `fwd_blocks_kernel`, small blocks (r <= 64): a program owns G = TILE // R whole blocks of one
@@ -46,7 +47,7 @@ def fwd_blocks_kernel(
     dep, head, value, bias, mask, out, lse,
     n, d, r, nblk, c, inv_c, c_log2e,
     DIR: tl.constexpr,
-    FIXED_PIVOT: tl.constexpr, FAST_TANH: tl.constexpr,
+    FIXED_PIVOT: tl.constexpr, FAST_TANH: tl.constexpr, WRITE_LSE: tl.constexpr,
     ROW_AXIS: tl.constexpr,
     R: tl.constexpr, TILE: tl.constexpr, BD: tl.constexpr,
 ):
@@ -118,7 +119,8 @@ def fwd_blocks_kernel(
 
     b_out, b_lse = softmax_result(b_sum, b_acc, b_m, b_sum > 0.0, c, FIXED_PIVOT)
     tl.store(out + p_j, b_out.to(out.dtype.element_ty), mask=m_jk)
-    tl.store(lse + p_j, b_lse, mask=m_jk)
+    if WRITE_LSE:
+        tl.store(lse + p_j, b_lse, mask=m_jk)
 
 
 @triton.jit
@@ -126,7 +128,7 @@ def fwd_rows_kernel(
     dep, head, value, bias, mask, out, lse,
     n, d, r, n_bucket, r_bucket, c, inv_c, c_log2e,
     DIR: tl.constexpr,
-    FIXED_PIVOT: tl.constexpr, FAST_TANH: tl.constexpr,
+    FIXED_PIVOT: tl.constexpr, FAST_TANH: tl.constexpr, WRITE_LSE: tl.constexpr,
     BM: tl.constexpr, BD: tl.constexpr,
 ):
     # n_bucket, r_bucket: unused here; autotune keys (powers of two of n and r).
@@ -183,4 +185,5 @@ def fwd_rows_kernel(
     has = (b_sum > 0.0) & real_j[:, None]
     b_out, b_lse = softmax_result(b_sum, b_acc, b_m, has, c, FIXED_PIVOT)
     tl.store(out + p_j, b_out.to(out.dtype.element_ty), mask=m_jk)
-    tl.store(lse + p_j, b_lse, mask=m_jk)
+    if WRITE_LSE:
+        tl.store(lse + p_j, b_lse, mask=m_jk)

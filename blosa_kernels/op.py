@@ -1,7 +1,9 @@
 """torch.library registration of the Triton kernels: two ops and their autograd.
 
-  blosa::masked_block_attn_triton_fwd(dep, head, value, bias, mask, block_len, direction, scale)
-      -> (out [B, n, d] input dtype, lse [B, n, d] float32; lse = +inf where a query has no key)
+  blosa::masked_block_attn_triton_fwd(dep, head, value, bias, mask, block_len, direction, scale,
+                                      compute_lse=True)
+      -> (out [B, n, d] input dtype, lse [B, n, d] float32; lse = +inf where a query has no key;
+          with compute_lse=False lse is empty ([0]), never written, and there is no backward)
   blosa::masked_block_attn_triton_bwd(grad_out, dep, head, value, bias, mask, out, lse,
                                       block_len, direction, scale)
       -> (d_dep, d_head, d_value [B, n, d], d_bias [d]), all in the input dtype
@@ -18,6 +20,7 @@ import triton
 from torch.library import triton_op, wrap_triton
 
 from blosa._validate import check_attn_args
+from blosa.ops import needs_lse
 from blosa_kernels import configs
 from blosa_kernels._math import DIRECTION_CODE
 
@@ -104,7 +107,7 @@ def _prepare(dep, head, value, bias, mask):
 @triton_op("blosa::masked_block_attn_triton_fwd", mutates_args=())
 def masked_block_attn_triton_fwd(
     dep: torch.Tensor, head: torch.Tensor, value: torch.Tensor, bias: torch.Tensor | None,
-    mask: torch.Tensor | None, block_len: int, direction: str, scale: float,
+    mask: torch.Tensor | None, block_len: int, direction: str, scale: float, compute_lse: bool = True,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     # The schema types block_len as SymInt; int() specializes it (torch.compile, dynamic shapes).
     block_len = int(block_len)
@@ -112,23 +115,26 @@ def masked_block_attn_triton_fwd(
     _check_device(dep)
     dep, head, value, bias, mask_u8 = _prepare(dep, head, value, bias, mask)
     out = torch.empty_like(dep)
-    lse = torch.empty(dep.shape, dtype=torch.float32, device=dep.device)
+    lse = torch.empty(dep.shape if compute_lse else (0,), dtype=torch.float32, device=dep.device)
     if out.numel() == 0:
         return out, lse
     L = _Launch(dep, bias, mask, block_len, direction, scale)
     bias_arg = _bias_or_zeros(bias, dep)
     mask_arg = _mask_or_ones(mask_u8, dep)
     fixed = L.c <= configs.FIXED_PIVOT_MAX_SCALE
+    # Without lse the kernels never store through its pointer: out stands in for it.
+    lse_arg = lse if compute_lse else out
+    flags = dict(L.flags, FIXED_PIVOT=fixed, WRITE_LSE=compute_lse)
     if L.small:
         _launch(
-            "fwd_blocks", L, L.blocks_grid(), dep, head, value, bias_arg, mask_arg, out, lse,
-            L.n, L.d, L.r, L.nblk, L.c, L.inv_c, L.c_log2e, FIXED_PIVOT=fixed, R=L.R,
-            ROW_AXIS=configs.BLOCK_ROW_AXIS, **L.flags,
+            "fwd_blocks", L, L.blocks_grid(), dep, head, value, bias_arg, mask_arg, out, lse_arg,
+            L.n, L.d, L.r, L.nblk, L.c, L.inv_c, L.c_log2e, R=L.R, ROW_AXIS=configs.BLOCK_ROW_AXIS,
+            **flags,
         )
     else:
         _launch(
-            "fwd_rows", L, L.rows_grid("BM"), dep, head, value, bias_arg, mask_arg, out, lse,
-            L.n, L.d, L.r, *L.buckets, L.c, L.inv_c, L.c_log2e, FIXED_PIVOT=fixed, **L.flags,
+            "fwd_rows", L, L.rows_grid("BM"), dep, head, value, bias_arg, mask_arg, out, lse_arg,
+            L.n, L.d, L.r, *L.buckets, L.c, L.inv_c, L.c_log2e, **flags,
         )
     return out, lse
 
@@ -192,21 +198,25 @@ def _fused_backward(L, common, mask_arg, d_dep, d_head, d_value):
 
 def _setup_context(ctx, inputs, output):
     """Saves what masked_block_attn_triton_bwd needs; lse gets no gradient."""
-    dep, head, value, bias, mask, block_len, direction, scale = inputs
+    dep, head, value, bias, mask, block_len, direction, scale, compute_lse = inputs
     out, lse = output
     ctx.save_for_backward(dep, head, value, bias, mask, out, lse)
     ctx.attn_settings = (block_len, direction, scale)
+    ctx.compute_lse = compute_lse
     ctx.mark_non_differentiable(lse)
 
 
 def _backward(ctx, grad_out, _grad_lse):
+    if not ctx.compute_lse:
+        raise RuntimeError("masked_block_attn_triton_fwd was called with compute_lse=False, so it saved "
+                           "no lse and has no backward: call it with compute_lse=True for a gradient")
     dep, head, value, bias, mask, out, lse = ctx.saved_tensors
     block_len, direction, scale = ctx.attn_settings
     d_dep, d_head, d_value, d_bias = masked_block_attn_triton_bwd(
         grad_out, dep, head, value, bias, mask, out, lse, block_len, direction, scale
     )
     d_bias = d_bias if bias is not None and ctx.needs_input_grad[3] else None
-    return d_dep, d_head, d_value, d_bias, None, None, None, None
+    return d_dep, d_head, d_value, d_bias, None, None, None, None, None
 
 
 masked_block_attn_triton_fwd.register_autograd(_backward, setup_context=_setup_context)
@@ -227,4 +237,5 @@ def masked_block_attn_triton(dep, head, value, bias=None, mask=None, block_len=0
     """
     check_attn_args(dep, head, value, bias, mask, block_len, direction, scale)
     _check_device(dep)
-    return masked_block_attn_triton_fwd(dep, head, value, bias, mask, block_len, direction, float(scale))[0]
+    return masked_block_attn_triton_fwd(dep, head, value, bias, mask, block_len, direction, float(scale),
+                                        needs_lse(dep, head, value, bias))[0]

@@ -19,7 +19,7 @@ using torch::autograd::variable_list;
 
 using FwdSignature = std::tuple<at::Tensor, at::Tensor>(
     const at::Tensor&, const at::Tensor&, const at::Tensor&, const std::optional<at::Tensor>&,
-    const std::optional<at::Tensor>&, int64_t, c10::string_view, double);
+    const std::optional<at::Tensor>&, int64_t, c10::string_view, double, bool);
 using BwdSignature = std::tuple<at::Tensor, at::Tensor, at::Tensor>(
     const at::Tensor&, const at::Tensor&, const at::Tensor&, const at::Tensor&,
     const std::optional<at::Tensor>&, const std::optional<at::Tensor>&, const at::Tensor&,
@@ -51,20 +51,25 @@ class MaskedBlockAttn : public torch::autograd::Function<MaskedBlockAttn> {
                                const at::Tensor& head, const at::Tensor& value,
                                const std::optional<at::Tensor>& bias,
                                const std::optional<at::Tensor>& mask, int64_t block_len,
-                               c10::string_view direction, double scale) {
+                               c10::string_view direction, double scale, bool compute_lse) {
     at::AutoDispatchBelowADInplaceOrView below_autograd;
-    auto [out, lse] = fwd_op().call(dep, head, value, bias, mask, block_len, direction, scale);
+    auto [out, lse] =
+        fwd_op().call(dep, head, value, bias, mask, block_len, direction, scale, compute_lse);
     ctx->save_for_backward({dep, head, value, bias.value_or(at::Tensor()),
                             mask.value_or(at::Tensor()), out, lse});
     ctx->saved_data["block_len"] = block_len;
     ctx->saved_data["direction"] = std::string(direction);
     ctx->saved_data["scale"] = scale;
+    ctx->saved_data["compute_lse"] = compute_lse;
     ctx->mark_non_differentiable({lse});
     return {out, lse};
   }
 
   // grads = {grad_out, grad_lse (unused)}; returns one gradient per forward argument.
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    TORCH_CHECK(ctx->saved_data["compute_lse"].toBool(),
+                "masked_block_attn_fwd was called with compute_lse=False, so it saved no lse and "
+                "has no backward: call it with compute_lse=True for a gradient");
     const variable_list saved = ctx->get_saved_variables();
     const at::Tensor &dep = saved[0], &head = saved[1], &value = saved[2];
     const auto bias = present(saved[3]);
@@ -77,16 +82,16 @@ class MaskedBlockAttn : public torch::autograd::Function<MaskedBlockAttn> {
     at::Tensor d_bias;
     if (bias.has_value() && ctx->needs_input_grad(3)) d_bias = d_head.sum(at::IntArrayRef{0, 1});
     return {d_dep, d_head, d_value, d_bias, at::Tensor(), at::Tensor(), at::Tensor(),
-            at::Tensor()};
+            at::Tensor(), at::Tensor()};
   }
 };
 
 std::tuple<at::Tensor, at::Tensor> masked_block_attn_fwd_autograd(
     const at::Tensor& dep, const at::Tensor& head, const at::Tensor& value,
     const std::optional<at::Tensor>& bias, const std::optional<at::Tensor>& mask,
-    int64_t block_len, c10::string_view direction, double scale) {
-  const variable_list outs =
-      MaskedBlockAttn::apply(dep, head, value, bias, mask, block_len, direction, scale);
+    int64_t block_len, c10::string_view direction, double scale, bool compute_lse) {
+  const variable_list outs = MaskedBlockAttn::apply(dep, head, value, bias, mask, block_len,
+                                                    direction, scale, compute_lse);
   return {outs[0], outs[1]};
 }
 

@@ -2,6 +2,7 @@
 // They mirror python/blosa/_validate.py and name the argument at fault.
 #pragma once
 
+#include <ATen/ops/empty.h>
 #include <torch/library.h>
 
 #include <cmath>
@@ -67,6 +68,12 @@ inline void check_attn_args(const at::Tensor& dep, const at::Tensor& head, const
 // (python/blosa/ops.py's fake kernel says the same).
 inline at::ScalarType lse_dtype(at::ScalarType input) {
   return input == at::kDouble ? at::kDouble : at::kFloat;
+}
+
+// The lse masked_block_attn_fwd returns when called with compute_lse=false: empty, [0] in
+// lse_dtype (as torch's efficient attention does without compute_log_sumexp).
+inline at::Tensor no_lse(const at::Tensor& dep) {
+  return at::empty({0}, dep.options().dtype(lse_dtype(dep.scalar_type())));
 }
 
 // Checks of masked_block_attn_bwd's extra inputs against dep: grad_out and out [B, n, d] in

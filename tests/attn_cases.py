@@ -4,6 +4,7 @@ from __future__ import annotations
 import zlib
 
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
 
 DIRECTIONS = ("forward", "backward", "diag", "all")
 MASK_KINDS = ("none", "right_pad", "holes", "empty_row")
@@ -42,3 +43,18 @@ def grads(out, inputs, grad_out):
     """Gradients of (out * grad_out).sum() w.r.t. the inputs that are not None."""
     present = [t for t in inputs if t is not None]
     return torch.autograd.grad(out, present, grad_out)
+
+
+class RecordLseRequests(TorchDispatchMode):
+    """Records the compute_lse argument (9th, default True) of every call of `op`, an
+    OpOverload of masked_block_attn_fwd or masked_block_attn_triton_fwd, in `asked`."""
+
+    def __init__(self, op):
+        super().__init__()
+        self.op, self.asked = op, []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if func is self.op:
+            self.asked.append(kwargs.get("compute_lse", args[8] if len(args) > 8 else True))
+        return func(*args, **kwargs)

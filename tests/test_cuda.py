@@ -340,3 +340,20 @@ def test_full_disa_8192_linear_memory():
     # d_value summed over keys is sum_j g_j over queries with a key: every query but the first.
     torch.testing.assert_close(grads[2].double().sum(dim=1), torch.full((B, d), n - 1.0, device=DEV,
                                dtype=torch.float64), rtol=1e-4, atol=0)
+
+
+@pytest.mark.parametrize("dtype", (torch.float32, torch.bfloat16), ids=str)
+@pytest.mark.parametrize("forward", ("stream", "staged"))
+@pytest.mark.parametrize("block_len", (8, 20, 0))  # forward_small, then tiled / staged
+def test_forward_without_lse_same_output(monkeypatch, block_len, forward, dtype):
+    # compute_lse=False (what a call with no gradient to come runs): a null lse, its stores skipped.
+    if forward == "staged":
+        monkeypatch.setenv("BLOSA_CUDA_FORWARD", "staged")
+    gen = generator_for("no-lse", block_len, forward, dtype)
+    inputs, mask, _ = make_case(3, 77, 40, gen, True, "empty_row")
+    xs = [t.to(DEV, dtype) for t in inputs]
+    for direction in DIRECTIONS:
+        args = (*xs, mask.to(DEV), block_len, direction, 5.0)
+        out, lse = torch.ops.blosa.masked_block_attn_fwd(*args, compute_lse=False)
+        want, _ = torch.ops.blosa.masked_block_attn_fwd(*args)
+        assert lse.shape == (0,) and torch.equal(out, want), direction

@@ -79,12 +79,12 @@ void forward_task(const AttnShape& s, const Task& t, const T* dep, const T* head
     }
     if (keys == 0) continue;
     T* out_j = out + row_j * s.d + t.k0;
+#pragma omp simd
+    for (int64_t k = 0; k < w; ++k) out_j[k] = acc[k] / sum[k];
+    if (lse == nullptr) continue;
     T* lse_j = lse + row_j * s.d + t.k0;
 #pragma omp simd
-    for (int64_t k = 0; k < w; ++k) {
-      out_j[k] = acc[k] / sum[k];
-      lse_j[k] = log_sum_exp(pivot[k], sum[k]);
-    }
+    for (int64_t k = 0; k < w; ++k) lse_j[k] = log_sum_exp(pivot[k], sum[k]);
   }
 }
 

@@ -17,8 +17,9 @@ struct AttnShape {
   double scale;
 };
 
-// Writes out[b, j, :] and lse[b, j, :] for every query with at least one allowed key. The
-// caller fills out with 0 and lse with +inf beforehand; other rows are left untouched.
+// Writes out[b, j, :] and lse[b, j, :] (lse may be null: not written) for every query with at
+// least one allowed key. The caller fills out with 0 and lse with +inf beforehand; other rows
+// are left untouched.
 template <typename T>
 void forward(const AttnShape& s, const T* dep, const T* head, const T* value, const T* bias,
              const bool* mask, T* out, T* lse);

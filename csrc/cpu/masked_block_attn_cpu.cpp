@@ -34,7 +34,7 @@ std::tuple<at::Tensor, at::Tensor> forward_cpu(const at::Tensor& dep_in, const a
                                                const std::optional<at::Tensor>& bias_in,
                                                const std::optional<at::Tensor>& mask_in,
                                                int64_t block_len, c10::string_view direction,
-                                               double scale) {
+                                               double scale, bool compute_lse) {
   const std::string dir(direction);
   check_attn_args(dep_in, head_in, value_in, bias_in, mask_in, dir, scale);
   check_cpu_dtype(dep_in);
@@ -44,15 +44,16 @@ std::tuple<at::Tensor, at::Tensor> forward_cpu(const at::Tensor& dep_in, const a
   const auto mask = contiguous(mask_in);
   at::Tensor out = at::zeros_like(dep);
   // +inf marks queries without keys, so that backward's exp(s - lse) is 0 there.
-  at::Tensor lse = at::full_like(dep, std::numeric_limits<double>::infinity(),
-                                 dep.options().dtype(lse_dtype(dep.scalar_type())));
+  at::Tensor lse = compute_lse ? at::full_like(dep, std::numeric_limits<double>::infinity(),
+                                               dep.options().dtype(lse_dtype(dep.scalar_type())))
+                               : no_lse(dep);
   if (dep.numel() == 0) return {out, lse};
   const cpu::AttnShape s = shape_of(dep, block_len, dir, scale);
   AT_DISPATCH_FLOATING_TYPES(dep.scalar_type(), "masked_block_attn_fwd_cpu", [&] {
     cpu::forward<scalar_t>(s, dep.data_ptr<scalar_t>(), head.data_ptr<scalar_t>(),
                            value.data_ptr<scalar_t>(), data_or_null<scalar_t>(bias),
                            data_or_null<bool>(mask), out.data_ptr<scalar_t>(),
-                           lse.data_ptr<scalar_t>());
+                           compute_lse ? lse.data_ptr<scalar_t>() : nullptr);
   });
   return {out, lse};
 }

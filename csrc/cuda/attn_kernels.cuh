@@ -62,7 +62,7 @@ struct Args {
   const T* out_in;
   const A* lse_in;
   T* out;             // forward outputs
-  A* lse;
+  A* lse;             // null: not written (no gradient wanted)
   T* d_dep;           // backward outputs
   T* d_head;
   T* d_value;
@@ -312,7 +312,7 @@ __global__ void __launch_bounds__(kSmallThreads) forward_small(const Args<T, A> 
       }
       const int64_t off = (s.row0 + j) * p.d + s.k;
       p.out[off] = static_cast<T>(keys > 0 ? sm.out() : A(0));
-      p.lse[off] = keys > 0 ? sm.lse() : pos_inf<A>();
+      if (p.lse != nullptr) p.lse[off] = keys > 0 ? sm.lse() : pos_inf<A>();
     }
   }
 }
@@ -541,7 +541,7 @@ __global__ void __launch_bounds__(kWarps * 32)
       const int64_t off = (t.base + t.j0 + q) * p.d + k;
       const bool has_keys = real[q] && keys[q] > 0;
       p.out[off] = static_cast<T>(has_keys ? sm[q].out() : A(0));
-      p.lse[off] = has_keys ? sm[q].lse() : pos_inf<A>();
+      if (p.lse != nullptr) p.lse[off] = has_keys ? sm[q].lse() : pos_inf<A>();
     }
   }
 }

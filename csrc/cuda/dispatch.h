@@ -220,7 +220,7 @@ void dispatch_backward(const Args<T, A>& a, TiledOptions opt, int64_t spans, A* 
 }
 
 // The forward on contiguous tensors, into out and lse allocated by the caller ([B, n, d], lse in
-// lse_dtype).
+// lse_dtype; an empty lse is not written: the kernels skip its stores).
 template <typename Launch>
 void run_forward(const at::Tensor& dep, const at::Tensor& head, const at::Tensor& value,
                  const std::optional<at::Tensor>& bias, const std::optional<at::Tensor>& mask,
@@ -229,7 +229,7 @@ void run_forward(const at::Tensor& dep, const at::Tensor& head, const at::Tensor
   const auto forward = [&](auto a) {
     using T = typename decltype(a)::Scalar;
     a.out = out.data_ptr<T>();
-    a.lse = lse.data_ptr<typename decltype(a)::Accumulator>();
+    a.lse = lse.numel() ? lse.data_ptr<typename decltype(a)::Accumulator>() : nullptr;
     dispatch_forward(a, scale, opt, launch);
   };
   with_base_args(dep, head, value, bias, mask, block_len, direction, scale, forward);

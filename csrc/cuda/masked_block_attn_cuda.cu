@@ -88,7 +88,7 @@ std::tuple<at::Tensor, at::Tensor> forward_cuda(const at::Tensor& dep_in, const 
                                                 const std::optional<at::Tensor>& bias_in,
                                                 const std::optional<at::Tensor>& mask_in,
                                                 int64_t block_len, c10::string_view direction,
-                                                double scale) {
+                                                double scale, bool compute_lse) {
   const std::string dir(direction);
   check_attn_args(dep_in, head_in, value_in, bias_in, mask_in, dir, scale);
   check_cuda_inputs(dep_in);
@@ -100,7 +100,9 @@ std::tuple<at::Tensor, at::Tensor> forward_cuda(const at::Tensor& dep_in, const 
   const auto mask = contiguous(mask_in);
   // Every element of out and lse is written by the kernels (no zero-fill pass).
   at::Tensor out = at::empty(dep.sizes(), dep.options());
-  at::Tensor lse = at::empty(dep.sizes(), dep.options().dtype(lse_dtype(dep.scalar_type())));
+  at::Tensor lse = compute_lse ? at::empty(dep.sizes(),
+                                           dep.options().dtype(lse_dtype(dep.scalar_type())))
+                               : no_lse(dep);
   if (dep.numel() == 0) return {out, lse};
   cuda::run_forward(dep, head, value, bias, mask, block_len, dir, scale, opt, out, lse,
                     GpuLaunch{c10::cuda::getCurrentCUDAStream()});

@@ -101,7 +101,7 @@ __global__ void __launch_bounds__(kWarps * 32)
       const int64_t off = (t.base + j0 + q) * p.d + t.k;
       const bool has_keys = seen >> q & 1u;  // a padding query attends no key
       p.out[off] = static_cast<T>(has_keys ? sm[q].out() : A(0));
-      p.lse[off] = has_keys ? sm[q].lse() : pos_inf<A>();
+      if (p.lse != nullptr) p.lse[off] = has_keys ? sm[q].lse() : pos_inf<A>();
     }
   }
 }

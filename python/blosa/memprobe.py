@@ -3,7 +3,8 @@
 CPU tensors have no allocator statistics, so peak memory is how far the process's resident set
 rises above its size before the call: Linux's high-water mark (VmHWM) is reset just before the
 call (/proc/self/clear_refs), and a fresh process keeps other work out of that number.
-Run `python -m blosa.memprobe IMPL B n d block_len` to print the growth in MiB.
+Run `python -m blosa.memprobe IMPL B n d block_len [--forward-only] [--no-grad]` to print the
+growth in MiB.
 """
 from __future__ import annotations
 
@@ -14,13 +15,19 @@ import sys
 IMPLS = ("fused", "reference")
 
 
-def peak_memory_mib(impl: str, B: int, n: int, d: int, block_len: int, backward: bool = True) -> float:
-    """Peak memory growth (MiB) of forward (and backward) of `impl` on random [B, n, d] inputs."""
+def peak_memory_mib(impl: str, B: int, n: int, d: int, block_len: int, backward: bool = True,
+                    grad: bool = True) -> float:
+    """Peak memory growth (MiB) of forward (and backward) of `impl` on random [B, n, d] inputs;
+    grad=False: inputs that require no gradient, forward only."""
     if impl not in IMPLS:
         raise ValueError(f"impl must be one of {IMPLS}, got {impl!r}")
+    if backward and not grad:
+        raise ValueError("backward=True needs grad=True: there is no backward without a gradient")
     cmd = [sys.executable, "-m", "blosa.memprobe", impl, str(B), str(n), str(d), str(block_len)]
     if not backward:
         cmd.append("--forward-only")
+    if not grad:
+        cmd.append("--no-grad")
     run = subprocess.run(cmd, capture_output=True, text=True, check=True)
     return json.loads(run.stdout.strip().splitlines()[-1])["peak_mib"]
 
@@ -40,7 +47,8 @@ def _main(argv: list[str]) -> None:
 
     impl, B, n, d, block_len = argv[0], *map(int, argv[1:5])
     fn = masked_block_attn if impl == "fused" else masked_block_attn_ref
-    dep, head, value = (torch.randn(B, n, d, requires_grad=True) for _ in range(3))
+    grad = "--no-grad" not in argv
+    dep, head, value = (torch.randn(B, n, d, requires_grad=grad) for _ in range(3))
     fn(dep[:1, :4], head[:1, :4], value[:1, :4], None, None, block_len)  # load code, warm pools
     with open("/proc/self/clear_refs", "w") as clear_refs:
         clear_refs.write("5")  # resets the high-water mark to the current resident set

@@ -1,8 +1,12 @@
 """The fused op `torch.ops.blosa.masked_block_attn`: fake kernels and backend choice.
 
 The C++ extension (csrc/) defines three ops:
-  masked_block_attn      public, composite: returns masked_block_attn_fwd(...)[0]
-  masked_block_attn_fwd  -> (out [B, n, d], lse [B, n, d]); lse = +inf where a query has no key
+  masked_block_attn      public, composite: returns masked_block_attn_fwd(...)[0], asking for
+                         lse only when a gradient will be needed (grad mode on, an input
+                         requiring grad)
+  masked_block_attn_fwd  -> (out [B, n, d], lse [B, n, d]); lse = +inf where a query has no key;
+                         with compute_lse=False lse is empty ([0]), never written, and the call
+                         has no backward
   masked_block_attn_bwd  -> (d_dep, d_head, d_value), recomputing probabilities from lse
 Autograd of _fwd is C++ too (csrc/autograd.cpp); this module gives the ops their fake (meta)
 kernels, so that torch.compile can trace them, and picks the backend of a call.
@@ -30,10 +34,16 @@ def lse_dtype(dtype: torch.dtype) -> torch.dtype:
     return torch.float64 if dtype == torch.float64 else torch.float32
 
 
+def needs_lse(*inputs: torch.Tensor | None) -> bool:
+    """Whether a forward must save lse: a gradient can reach one of `inputs`."""
+    return torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in inputs)
+
+
 @torch.library.register_fake("blosa::masked_block_attn_fwd")
-def _fwd_fake(dep, head, value, bias, mask, block_len, direction, scale):
+def _fwd_fake(dep, head, value, bias, mask, block_len, direction, scale, compute_lse=True):
     check_attn_args(dep, head, value, bias, mask, block_len, direction, scale)
-    return torch.empty_like(dep), torch.empty(dep.shape, dtype=lse_dtype(dep.dtype), device=dep.device)
+    lse_shape = dep.shape if compute_lse else (0,)
+    return torch.empty_like(dep), torch.empty(lse_shape, dtype=lse_dtype(dep.dtype), device=dep.device)
 
 
 @torch.library.register_fake("blosa::masked_block_attn_bwd")

@@ -35,14 +35,15 @@ std::tuple<at::Tensor, at::Tensor> fwd(const at::Tensor& dep_in, const at::Tenso
                                        const std::optional<at::Tensor>& bias,
                                        const std::optional<at::Tensor>& mask, int64_t block_len,
                                        c10::string_view direction, double scale, int64_t tile,
-                                       bool staged) {
+                                       bool staged, bool compute_lse) {
   const at::Tensor dep = dep_in.contiguous(), head = head_in.contiguous(),
                    value = value_in.contiguous();
   const auto bias_c = blosa::contiguous(bias), mask_c = blosa::contiguous(mask);
   // NaN-filled, so an element no thread writes fails the comparison with the reference.
   at::Tensor out = at::full_like(dep, NAN);
-  at::Tensor lse =
-      at::full(dep.sizes(), NAN, dep.options().dtype(blosa::lse_dtype(dep.scalar_type())));
+  at::Tensor lse = compute_lse ? at::full(dep.sizes(), NAN,
+                                          dep.options().dtype(blosa::lse_dtype(dep.scalar_type())))
+                               : blosa::no_lse(dep);
   if (dep.numel() == 0) return {out, lse};
   const blosa::cuda::TiledOptions opt{static_cast<int>(tile), false, staged};
   blosa::cuda::run_forward(dep, head, value, bias_c, mask_c, block_len, std::string(direction),
@@ -74,7 +75,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> bwd(
 TORCH_LIBRARY(blosa_emulated, m) {
   m.def(
       "fwd(Tensor dep, Tensor head, Tensor value, Tensor? bias, Tensor? mask, int block_len, "
-      "str direction, float scale, int tile, bool staged) -> (Tensor, Tensor)");
+      "str direction, float scale, int tile, bool staged, bool compute_lse=True) -> (Tensor, Tensor)");
   m.def(
       "bwd(Tensor grad_out, Tensor dep, Tensor head, Tensor value, Tensor? bias, Tensor? mask, "
       "Tensor out, Tensor lse, int block_len, str direction, float scale, int tile, bool fused) "
