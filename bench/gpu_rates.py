@@ -5,9 +5,12 @@
 Measures forward and forward+backward of every available GPU backend at B=64, d=300, n=384
 with blocks of r=8 and with one block, and full DiSA (one block) at B=8, n=8192, d=300
 (forward+backward and its peak memory), in float32 and bfloat16, direction "forward".
-Modes: "fwd", a forward no gradient will reach (no lse written); "fwd+lse", the forward of a
-training step (inputs require grad, lse written for backward; at r = 8, where lse is a third of
-the bfloat16 traffic); "fwd+bwd", forward and backward.
+Modes: "fwd", a forward no gradient will reach (no lse written); "fwd+bwd", forward and
+backward of a training step through the public op (at r = 8 neither backend saves lse: their
+small-block backwards recompute it); and at r = 8, where lse is a third of the bfloat16 forward
+traffic, the same two with lse written and read, as every training step ran before the
+recomputing backwards: "fwd+lse" and "fwd+bwd+lse" (the backend's forward op called with
+compute_lse=True).
 Two times per case: "call" (CUDA events around back-to-back calls from Python: what a user
 sees, host overhead included when the host is the slower side) and "kernels" (the summed device
 time of the kernels one call launches, from torch.profiler: the GPU's own work, which the rates
@@ -37,7 +40,7 @@ BACKENDS = ("cuda", "triton")
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
 # (name, B, n, d, block_len, modes)
 CONFIGS = (
-    ("r=8", 64, 384, 300, 8, ("fwd", "fwd+lse", "fwd+bwd")),
+    ("r=8", 64, 384, 300, 8, ("fwd", "fwd+lse", "fwd+bwd", "fwd+bwd+lse")),
     ("one block", 64, 384, 300, 0, ("fwd", "fwd+bwd")),
     ("DiSA n=8192", 8, 8192, 300, 0, ("fwd+bwd",)),
 )
@@ -82,8 +85,19 @@ def measure(backend, dtype, B, n, d, block_len, mode):
     leaves = [t.requires_grad_(mode != "fwd") for t in (dep, head, value, bias)]
     grad_out = torch.randn(B, n, d, device="cuda", dtype=dtype, generator=gen)
 
-    def call():
-        return blosa.masked_block_attn(*leaves, None, block_len, "forward", 5.0, backend=backend)
+    args = (*leaves, None, block_len, "forward", 5.0)
+    if mode.endswith("+lse"):  # the backend's forward op, told to write lse
+        if backend == "cuda":
+            def call():
+                return torch.ops.blosa.masked_block_attn_fwd(*args, compute_lse=True)[0]
+        else:
+            from blosa_kernels import masked_block_attn_triton_fwd
+
+            def call():
+                return masked_block_attn_triton_fwd(*args, True)[0]
+    else:
+        def call():
+            return blosa.masked_block_attn(*args, backend=backend)
 
     if mode == "fwd":
         def fn():
@@ -283,7 +297,7 @@ def main(argv=None):
                    peak_mib=round(peak / 2**20, 1),
                    bnd_mib=round(B * n * d * DTYPES[dname].itemsize / 2**20, 1))
         records.append(rec)
-        print(f"  {label:12s} {dname:8s} {cname:12s} {mode:7s} call {ms:8.3f} ms, kernels "
+        print(f"  {label:12s} {dname:8s} {cname:12s} {mode:11s} call {ms:8.3f} ms, kernels "
               f"{kernel_ms:8.3f} ms: {rate:.3g} el/s ({rate / bound:.0%} of bound) "
               f"peak +{rec['peak_mib']} MiB")
         for kernel, k_ms in sorted(kernels.items(), key=lambda kv: -kv[1])[:4]:

@@ -11,7 +11,9 @@ no atomics, bitwise-deterministic results.
 - `bwd_blocks_kernel`, small blocks (r <= 64): a program owns G = TILE // R whole blocks and a
   feature tile. It holds the blocks' keys ([G, R, BD] dep and value), steps through the query
   offsets, and accumulates d_dep and d_value in registers while writing each query's d_head row:
-  every (query, key, feature) element is computed once.
+  every (query, key, feature) element is computed once. Its forward saves no lse
+  (SAVED_LSE=False; op.py): holding all of a block's keys, it recomputes each query's softmax
+  (recomputed_probs) with no tanh or exp more and reads no lse.
 - Large blocks, split (the default): `bwd_dq_kernel` owns BM queries (loops over keys, writes
   d_head) and `bwd_dkv_kernel` owns BN keys (loops over the queries that attend them, writes
   d_dep and d_value), so every element's tanh and exp are computed twice.
@@ -37,18 +39,40 @@ from blosa_kernels._math import (LOG2E, block_row_tile, block_rows, dir_allows, 
 
 
 @triton.jit
-def block_query_rows(mask, head, grad_out, lse, b, n, d, start, v, m_blk, o_k, m_k):
+def block_query_rows(mask, head, grad_out, lse, b, n, d, start, v, m_blk, o_k, m_k,
+                     SAVED_LSE: tl.constexpr):
     """The rows of query offset v of the blocks starting at `start` ([G]), as loaded: whether
     each query is real [G], its head and grad_out [G, BD] (input dtype) and lse [G, BD]
-    (+inf past the sequence)."""
+    (+inf past the sequence; zeros, unused, without SAVED_LSE)."""
     o_j = start + v
     m_j = m_blk & (o_j < n)
     p_j = (b * n + o_j).to(tl.int64)[:, None] * d + o_k[None, :]
     m_jk = m_j[:, None] & m_k[None, :]
     real_j = m_j & (tl.load(mask + b * n + o_j, mask=m_j, other=0) != 0)
+    if SAVED_LSE:
+        raw_lse = tl.load(lse + p_j, mask=m_jk, other=float("inf"))
+    else:
+        raw_lse = tl.zeros_like(p_j).to(tl.float32)
     return (real_j, tl.load(head + p_j, mask=m_jk, other=0.0),
-            tl.load(grad_out + p_j, mask=m_jk, other=0.0),
-            tl.load(lse + p_j, mask=m_jk, other=float("inf")))
+            tl.load(grad_out + p_j, mask=m_jk, other=0.0), raw_lse)
+
+
+@triton.jit
+def recomputed_probs(t, allow, c_log2e, ROW_AXIS: tl.constexpr, FIXED_PIVOT: tl.constexpr):
+    """Softmax probabilities [G, R, BD] (or [R, G, BD]) of each query's allowed keys from their
+    t = tanh(z / c), when the forward saved no lse: the block's keys are all here, so the sum
+    over them costs an in-thread reduction and a division per query, no tanh or exp more.
+    Pivot: c (FIXED_PIVOT), or the largest allowed score; -c bounds every score from below, so
+    a query with no key sums to 0 and gets p = 0."""
+    s2 = t * c_log2e
+    if FIXED_PIVOT:
+        e = tl.where(allow[:, :, None], tl.exp2(s2 - c_log2e), 0.0)
+    else:
+        m2 = tl.max(tl.where(allow[:, :, None], s2, -c_log2e), axis=ROW_AXIS)
+        e = tl.where(allow[:, :, None], tl.exp2(s2 - spread_block_rows(m2, ROW_AXIS)), 0.0)
+    total = tl.sum(e, axis=ROW_AXIS)
+    inv = tl.where(total > 0.0, 1.0 / total, 0.0)
+    return e * spread_block_rows(inv, ROW_AXIS)
 
 
 @triton.jit
@@ -58,6 +82,8 @@ def bwd_blocks_kernel(
     DIR: tl.constexpr,
     FAST_TANH: tl.constexpr,
     ROW_AXIS: tl.constexpr,
+    SAVED_LSE: tl.constexpr,
+    FIXED_PIVOT: tl.constexpr,
     R: tl.constexpr, TILE: tl.constexpr, BD: tl.constexpr,
 ):
     G: tl.constexpr = TILE // R
@@ -95,11 +121,12 @@ def bwd_blocks_kernel(
     # Queries stream one offset ahead (as the row-tile kernels' rows): offset v + 1's rows are
     # loaded before offset v's math; the last offset is loaded twice rather than tested.
     nxt_real, nxt_head, nxt_g, nxt_lse = block_query_rows(mask, head, grad_out, lse, b, n, d,
-                                                          start, v_lo, m_blk, o_k, m_k)
+                                                          start, v_lo, m_blk, o_k, m_k, SAVED_LSE)
     for v in range(v_lo, v_hi):
         real_j, raw_head, raw_g, raw_lse = nxt_real, nxt_head, nxt_g, nxt_lse
         nxt_real, nxt_head, nxt_g, nxt_lse = block_query_rows(
-            mask, head, grad_out, lse, b, n, d, start, tl.minimum(v + 1, v_hi - 1), m_blk, o_k, m_k)
+            mask, head, grad_out, lse, b, n, d, start, tl.minimum(v + 1, v_hi - 1), m_blk, o_k, m_k,
+            SAVED_LSE)
         o_j = start + v  # [G] query position, one per block
         m_j = m_blk & (o_j < n)
         p_j = (b * n + o_j).to(tl.int64)[:, None] * d + o_k[None, :]
@@ -108,12 +135,15 @@ def bwd_blocks_kernel(
         b_q += b_bias[None, :]
         b_q = b_q * inv_c
         b_g = spread_block_rows(raw_g.to(tl.float32), ROW_AXIS)
-        b_lse2 = spread_block_rows(raw_lse * LOG2E, ROW_AXIS)
         o_v = tl.zeros_like(o_i) + v
         allow = real_i & spread_blocks(real_j, ROW_AXIS)
         allow = allow & dir_allows(spread_offsets(o_w, ROW_AXIS), o_v, DIR)
         t = tanh_f32(b_dep + spread_block_rows(b_q, ROW_AXIS), FAST_TANH)
-        p = tl.where(allow[:, :, None], tl.exp2(t * c_log2e - b_lse2), 0.0)
+        if SAVED_LSE:
+            b_lse2 = spread_block_rows(raw_lse * LOG2E, ROW_AXIS)
+            p = tl.where(allow[:, :, None], tl.exp2(t * c_log2e - b_lse2), 0.0)
+        else:
+            p = recomputed_probs(t, allow, c_log2e, ROW_AXIS, FIXED_PIVOT)
         # The query's output recomputed in float32 from the keys held here, not read from the
         # saved `out`: that one is rounded to the input dtype, and its rounding error would be
         # summed into d_head (and d_bias) over all queries.

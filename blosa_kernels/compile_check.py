@@ -62,9 +62,12 @@ def cases():
                                                 BD=64)
     yield forward.fwd_rows_kernel, "fp32", dict(flags, **no_lse, DIR=2, FAST_TANH=False, FIXED_PIVOT=False,
                                                 BM=64, BD=64)
-    yield backward.bwd_blocks_kernel, "bf16", dict(ax, FAST_TANH=True, R=8, TILE=64, BD=32)
-    yield backward.bwd_blocks_kernel, "fp32", dict(ax, DIR=3, FAST_TANH=False, R=64, TILE=64, BD=32)
-    yield backward.bwd_blocks_kernel, "fp16", dict(other, DIR=1, FAST_TANH=True, R=8, TILE=64, BD=32)
+    # With a saved lse, and recomputing it (what a differentiable call runs) at both pivots.
+    saved, fixed, running = (dict(SAVED_LSE=s, FIXED_PIVOT=f) for s, f in ((True, True), (False, True), (False, False)))
+    yield backward.bwd_blocks_kernel, "bf16", dict(ax, **fixed, FAST_TANH=True, R=8, TILE=64, BD=32)
+    yield backward.bwd_blocks_kernel, "fp32", dict(ax, **saved, DIR=3, FAST_TANH=False, R=64, TILE=64, BD=32)
+    yield backward.bwd_blocks_kernel, "fp16", dict(other, **running, DIR=1, FAST_TANH=True, R=8, TILE=64, BD=32)
+    yield backward.bwd_blocks_kernel, "bf16", dict(ax, **saved, FAST_TANH=True, R=8, TILE=64, BD=32)
     # float32 first: the autotune configs compile on a kernel's first case, and the backward
     # kernels' loops compare best in one dtype (bwd_dkv_kernel's and bwd_fused_kernel's too).
     yield backward.bwd_dq_kernel, "fp32", dict(flags, FAST_TANH=False, BM=64, BD=32)

@@ -3,10 +3,14 @@
   blosa::masked_block_attn_triton_fwd(dep, head, value, bias, mask, block_len, direction, scale,
                                       compute_lse=True)
       -> (out [B, n, d] input dtype, lse [B, n, d] float32; lse = +inf where a query has no key;
-          with compute_lse=False lse is empty ([0]), never written, and there is no backward)
+          with compute_lse=False lse is empty ([0]) and never written)
   blosa::masked_block_attn_triton_bwd(grad_out, dep, head, value, bias, mask, out, lse,
                                       block_len, direction, scale)
-      -> (d_dep, d_head, d_value [B, n, d], d_bias [d]), all in the input dtype
+      -> (d_dep, d_head, d_value [B, n, d], d_bias [d]), all in the input dtype; an empty lse
+         (a forward with compute_lse=False) is recomputed, and out is then not read
+
+A differentiable call saves lse only for blocks longer than configs.SMALL_BLOCK_MAX: the
+per-block backward holds a whole block's keys and recomputes the softmax for free.
 
 Both are `triton_op`s launching through `wrap_triton`, so torch.compile(fullgraph=True) sees the
 kernels; under TRITON_INTERPRET=1 they run on CPU tensors (launched directly, not wrapped).
@@ -145,8 +149,16 @@ def masked_block_attn_triton_bwd(
     bias: torch.Tensor | None, mask: torch.Tensor | None, out: torch.Tensor, lse: torch.Tensor,
     block_len: int, direction: str, scale: float,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    block_len = int(block_len)
+    saved_lse = lse.numel() > 0 or dep.numel() == 0
+    if not saved_lse and not _Launch(dep, bias, mask, block_len, direction, scale).small:
+        # Only the per-block kernel recomputes lse; the row-tile kernels get the forward's.
+        out, lse = masked_block_attn_triton_fwd(dep, head, value, bias, mask, block_len, direction, scale)
+        saved_lse = True
     dep, head, value, bias, mask_u8 = _prepare(dep, head, value, bias, mask)
-    grad_out, out, lse = grad_out.contiguous(), out.contiguous(), lse.contiguous()
+    grad_out = grad_out.contiguous()
+    # Without lse the per-block kernel reads neither lse nor out: grad_out stands in for both.
+    out, lse = (out.contiguous(), lse.contiguous()) if saved_lse else (grad_out, grad_out)
     B, n, d = dep.shape
     d_dep = torch.empty_like(dep)
     d_value = torch.empty_like(value)
@@ -162,7 +174,8 @@ def masked_block_attn_triton_bwd(
             _launch(
                 "bwd_blocks", L, L.blocks_grid(), *common, d_dep, d_head, d_value,
                 L.n, L.d, L.r, L.nblk, L.inv_c, L.c_log2e, R=L.R,
-                ROW_AXIS=configs.BLOCK_ROW_AXIS, **L.flags,
+                ROW_AXIS=configs.BLOCK_ROW_AXIS, SAVED_LSE=saved_lse,
+                FIXED_PIVOT=saved_lse or L.c <= configs.FIXED_PIVOT_MAX_SCALE, **L.flags,
             )
         elif L.fused_backward():
             _fused_backward(L, common, mask_arg, d_dep, d_head, d_value)
@@ -197,20 +210,19 @@ def _fused_backward(L, common, mask_arg, d_dep, d_head, d_value):
 
 
 def _setup_context(ctx, inputs, output):
-    """Saves what masked_block_attn_triton_bwd needs; lse gets no gradient."""
+    """Saves what masked_block_attn_triton_bwd needs (out and lse only where the forward computed
+    lse: without it the backward recomputes both); lse gets no gradient."""
     dep, head, value, bias, mask, block_len, direction, scale, compute_lse = inputs
     out, lse = output
-    ctx.save_for_backward(dep, head, value, bias, mask, out, lse)
+    ctx.save_for_backward(dep, head, value, bias, mask, *((out, lse) if compute_lse else (None, None)))
     ctx.attn_settings = (block_len, direction, scale)
-    ctx.compute_lse = compute_lse
     ctx.mark_non_differentiable(lse)
 
 
 def _backward(ctx, grad_out, _grad_lse):
-    if not ctx.compute_lse:
-        raise RuntimeError("masked_block_attn_triton_fwd was called with compute_lse=False, so it saved "
-                           "no lse and has no backward: call it with compute_lse=True for a gradient")
     dep, head, value, bias, mask, out, lse = ctx.saved_tensors
+    if lse is None:  # empty ones: the backward recomputes them
+        out, lse = dep.new_empty(0), torch.empty(0, dtype=torch.float32, device=dep.device)
     block_len, direction, scale = ctx.attn_settings
     d_dep, d_head, d_value, d_bias = masked_block_attn_triton_bwd(
         grad_out, dep, head, value, bias, mask, out, lse, block_len, direction, scale
@@ -237,5 +249,13 @@ def masked_block_attn_triton(dep, head, value, bias=None, mask=None, block_len=0
     """
     check_attn_args(dep, head, value, bias, mask, block_len, direction, scale)
     _check_device(dep)
+    compute_lse = needs_lse(dep, head, value, bias) and saves_lse(dep.shape[1], block_len)
     return masked_block_attn_triton_fwd(dep, head, value, bias, mask, block_len, direction, float(scale),
-                                        needs_lse(dep, head, value, bias))[0]
+                                        compute_lse)[0]
+
+
+def saves_lse(n: int, block_len: int) -> bool:
+    """Whether a differentiable call's forward saves lse: only for blocks the per-block backward
+    (which recomputes the softmax from the whole block it holds) does not take."""
+    r = n if block_len <= 0 or block_len >= n else block_len
+    return (1 << max(int(r) - 1, 0).bit_length()) > configs.SMALL_BLOCK_MAX

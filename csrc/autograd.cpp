@@ -2,7 +2,8 @@
 //
 // Registered at the Autograd key, it serves every device whose kernels blosa._C has (CPU,
 // CUDA): forward runs the device's _fwd kernel below autograd and saves what _bwd needs;
-// backward runs _bwd, which recomputes the probabilities from the saved log-sum-exp.
+// backward runs _bwd, which recomputes the probabilities from the saved log-sum-exp, or, when
+// the forward was asked for none (compute_lse=False), out and lse from the inputs.
 // torch.compile traces through it with the fake kernels of python/blosa/ops.py.
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <torch/autograd.h>
@@ -10,6 +11,8 @@
 
 #include <optional>
 #include <tuple>
+
+#include "op_checks.h"
 
 namespace blosa {
 namespace {
@@ -55,8 +58,11 @@ class MaskedBlockAttn : public torch::autograd::Function<MaskedBlockAttn> {
     at::AutoDispatchBelowADInplaceOrView below_autograd;
     auto [out, lse] =
         fwd_op().call(dep, head, value, bias, mask, block_len, direction, scale, compute_lse);
+    // Without lse the backward recomputes out too, so out is not saved either (nor pinned
+    // against in-place changes).
     ctx->save_for_backward({dep, head, value, bias.value_or(at::Tensor()),
-                            mask.value_or(at::Tensor()), out, lse});
+                            mask.value_or(at::Tensor()), compute_lse ? out : at::Tensor(),
+                            compute_lse ? lse : at::Tensor()});
     ctx->saved_data["block_len"] = block_len;
     ctx->saved_data["direction"] = std::string(direction);
     ctx->saved_data["scale"] = scale;
@@ -67,15 +73,16 @@ class MaskedBlockAttn : public torch::autograd::Function<MaskedBlockAttn> {
 
   // grads = {grad_out, grad_lse (unused)}; returns one gradient per forward argument.
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
-    TORCH_CHECK(ctx->saved_data["compute_lse"].toBool(),
-                "masked_block_attn_fwd was called with compute_lse=False, so it saved no lse and "
-                "has no backward: call it with compute_lse=True for a gradient");
     const variable_list saved = ctx->get_saved_variables();
     const at::Tensor &dep = saved[0], &head = saved[1], &value = saved[2];
     const auto bias = present(saved[3]);
     const std::string direction = ctx->saved_data["direction"].toStringRef();
+    // A forward with compute_lse=False saved neither: empty ones make _bwd recompute them.
+    const bool saved_lse = ctx->saved_data["compute_lse"].toBool();
+    const at::Tensor out = saved_lse ? saved[5] : at::empty({0}, dep.options());
+    const at::Tensor lse = saved_lse ? saved[6] : no_lse(dep);
     auto [d_dep, d_head, d_value] =
-        bwd_op().call(grads[0], dep, head, value, bias, present(saved[4]), saved[5], saved[6],
+        bwd_op().call(grads[0], dep, head, value, bias, present(saved[4]), out, lse,
                       ctx->saved_data["block_len"].toInt(), direction,
                       ctx->saved_data["scale"].toDouble());
     // z = dep_i + head_j + bias, so d_bias is d_head summed over batch and queries.

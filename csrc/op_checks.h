@@ -76,21 +76,51 @@ inline at::Tensor no_lse(const at::Tensor& dep) {
   return at::empty({0}, dep.options().dtype(lse_dtype(dep.scalar_type())));
 }
 
-// Checks of masked_block_attn_bwd's extra inputs against dep: grad_out and out [B, n, d] in
-// dep's dtype, lse [B, n, d] in lse_dtype, all on dep's device.
+// Whether lse is the empty one of no_lse: the forward saved no lse (nor out), and
+// masked_block_attn_bwd recomputes both.
+inline bool is_no_lse(const at::Tensor& lse) { return lse.dim() == 1 && lse.size(0) == 0; }
+
+// Checks of masked_block_attn_bwd's extra inputs against dep: grad_out [B, n, d] in dep's dtype
+// on dep's device; lse in lse_dtype on dep's device, either [B, n, d] with out like grad_out, or
+// empty (is_no_lse), when out is not read and may be empty too.
 inline void check_saved_tensors(const at::Tensor& grad_out, const at::Tensor& out,
                                 const at::Tensor& lse, const at::Tensor& dep) {
-  for (const auto* t : {&grad_out, &out}) {
-    TORCH_CHECK_VALUE(t->sizes() == dep.sizes() && t->scalar_type() == dep.scalar_type() &&
-                          t->device() == dep.device(),
-                      "grad_out and out must match dep's shape, dtype and device, got ",
-                      t->sizes(), " ", t->scalar_type(), " on ", t->device());
-  }
+  const auto like_dep = [&](const at::Tensor& t) {
+    return t.sizes() == dep.sizes() && t.scalar_type() == dep.scalar_type() &&
+           t.device() == dep.device();
+  };
+  TORCH_CHECK_VALUE(like_dep(grad_out), "grad_out must match dep's shape, dtype and device, got ",
+                    grad_out.sizes(), " ", grad_out.scalar_type(), " on ", grad_out.device());
   const auto want = lse_dtype(dep.scalar_type());
-  TORCH_CHECK_VALUE(lse.sizes() == dep.sizes() && lse.scalar_type() == want &&
-                        lse.device() == dep.device(),
-                    "lse must have dep's shape, dtype ", want, " and dep's device, got ",
-                    lse.sizes(), " ", lse.scalar_type(), " on ", lse.device());
+  TORCH_CHECK_VALUE((lse.sizes() == dep.sizes() || is_no_lse(lse)) &&
+                        lse.scalar_type() == want && lse.device() == dep.device(),
+                    "lse must have dep's shape (or be empty, [0]: recomputed), dtype ", want,
+                    " and dep's device, got ", lse.sizes(), " ", lse.scalar_type(), " on ",
+                    lse.device());
+  const bool out_unused = is_no_lse(lse) && out.numel() == 0 && out.device() == dep.device();
+  TORCH_CHECK_VALUE(out_unused || like_dep(out),
+                    "out must match dep's shape, dtype and device (or be empty when lse is), got ",
+                    out.sizes(), " ", out.scalar_type(), " on ", out.device());
+}
+
+// On CUDA, blocks of at most this many tokens train without lse: the public op's forward saves
+// neither out nor lse, and the backward recomputes them. The CUDA kernel of such blocks
+// (backward_small_recompute in csrc/cuda/attn_kernels.cuh) holds each query's keys in
+// registers, so it recomputes the softmax with no extra tanh or exp and skips reading out and
+// lse: at r = 8 in bfloat16 that is 44 of the backward's 147 MB, and the forward's 29 MB of
+// lse (bench/RESULTS.md). The CPU backward recomputes with a second tanh and exp per pair, so
+// there a differentiable call keeps saving lse (recomputing made forward+backward 10% slower:
+// bench/cpu_lse_recompute.py).
+constexpr int64_t kRecomputeMaxBlock = 8;
+
+// Whether the forward of a differentiable call on dep's device saves lse. n = dep's length may
+// be symbolic (torch.compile with dynamic shapes): then this guards on n > kRecomputeMaxBlock
+// at most.
+inline bool forward_saves_lse(const at::Tensor& dep, int64_t block_len) {
+  if (!dep.is_cuda()) return true;
+  if (block_len > 0 && block_len <= kRecomputeMaxBlock) return false;  // r <= block_len
+  // r is block_len (> the limit) where it is shorter than n, else n.
+  return dep.sym_size(1) > kRecomputeMaxBlock;
 }
 
 inline std::optional<at::Tensor> contiguous(const std::optional<at::Tensor>& t) {

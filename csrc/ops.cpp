@@ -32,10 +32,12 @@ at::Tensor masked_block_attn(const at::Tensor& dep, const at::Tensor& head,
                             int64_t, c10::string_view, double, bool)>();
   // lse is only for backward: a call that no gradient will reach skips it, a third of the
   // forward's memory traffic at the paper's r = 8 in bfloat16 (the rule of torch's
-  // scaled_dot_product_attention for its log-sum-exp).
-  const bool compute_lse =
+  // scaled_dot_product_attention for its log-sum-exp). Short blocks on CUDA skip it even then:
+  // their backward recomputes out and lse for free (forward_saves_lse).
+  const bool grad_wanted =
       at::GradMode::is_enabled() && (dep.requires_grad() || head.requires_grad() ||
                                      value.requires_grad() || (bias && bias->requires_grad()));
+  const bool compute_lse = grad_wanted && forward_saves_lse(dep, block_len);
   return std::get<0>(
       fwd.call(dep, head, value, bias, mask, block_len, direction, scale, compute_lse));
 }

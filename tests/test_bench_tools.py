@@ -42,7 +42,7 @@ def test_variant_sweep_runs_cuda_one_block_only():
                                      + [{"BLOSA_CUDA_TILE": "8", "BLOSA_CUDA_BACKWARD": "fused"}] * 4)
     assert [j[3] for j in swept] == ["float32", "float32", "bfloat16", "bfloat16"] * 2
     assert all(j[1] == "cuda" and j[4][0] == "one block" for j in swept)
-    assert len(jobs) == 2 * 2 * 6 + len(swept)  # every backend: 2 dtypes x 6 (config, mode)
+    assert len(jobs) == 2 * 2 * 7 + len(swept)  # every backend: 2 dtypes x 7 (config, mode)
     first_triton = next(i for i, j in enumerate(jobs) if j[1] == "triton")
     assert all(jobs.index(j) < first_triton for j in swept)  # before Triton's slow compiles
 
@@ -50,9 +50,9 @@ def test_variant_sweep_runs_cuda_one_block_only():
 def test_triton_variants_follow_the_triton_default():
     jobs = list(gpu_rates.jobs(["cuda", "triton"], ["tile4"], ["fused", "fused+fast32"]))
     triton = [j for j in jobs if j[1] == "triton"]
-    assert [j[0] for j in triton] == ["triton"] * 12 + ["triton fused"] * 4 + ["triton fused+fast32"] * 4
+    assert [j[0] for j in triton] == ["triton"] * 14 + ["triton fused"] * 4 + ["triton fused+fast32"] * 4
     assert triton[-1][2] == {"BACKWARD": "fused", "FAST_TANH_DTYPES": ("float32", "float16", "bfloat16")}
-    assert all(j[4][0] == "one block" for j in triton[12:])
+    assert all(j[4][0] == "one block" for j in triton[14:])
     with pytest.raises(ValueError, match="'fast'"):
         gpu_rates.triton_variant_settings("fused+fast")
 

@@ -80,8 +80,17 @@ def err(a, b):
     return (a.double() - b.double()).abs().max().item() if a.numel() else 0.0
 
 
+def public_op(*args):
+    return masked_block_attn(*args, backend="cuda")
+
+
+def forward_op(compute_lse):
+    """The op's forward with compute_lse set (autograd then saves lse, or recomputes it)."""
+    return lambda *args: torch.ops.blosa.masked_block_attn_fwd(*args, compute_lse=compute_lse)[0]
+
+
 def check(dtype, direction, block_len, mask_kind, B=3, n=11, d=70, scale=None, with_bias=None,
-          spread=2.0):
+          spread=2.0, kern=public_op):
     gen = generator_for("cuda", dtype, direction, block_len, mask_kind, n, d, scale, with_bias)
     if with_bias is None:
         with_bias = bool(torch.randint(0, 2, (1,), generator=gen))
@@ -89,7 +98,6 @@ def check(dtype, direction, block_len, mask_kind, B=3, n=11, d=70, scale=None, w
         scale = SCALES[int(torch.randint(0, len(SCALES), (1,), generator=gen))]
     inputs, mask, grad_out = make_case(B, n, d, gen, with_bias, mask_kind, spread)
     settings = (block_len, direction, scale)
-    kern = lambda *a: masked_block_attn(*a, backend="cuda")  # noqa: E731
     got = run(kern, inputs, mask, grad_out, dtype, *settings)
     want = run(masked_block_attn_ref, inputs, mask, grad_out, torch.float64, *settings)
     same_dtype = run(masked_block_attn_ref, inputs, mask, grad_out, dtype, *settings)
@@ -118,6 +126,17 @@ def check(dtype, direction, block_len, mask_kind, B=3, n=11, d=70, scale=None, w
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 def test_matches_reference(dtype, direction, n, block_len, mask_kind):
     check(dtype, direction, block_len, mask_kind, n=n)
+
+
+@pytest.mark.parametrize("n, block_len", ((11, 1), (11, 3), (45, 8), (45, 20), (45, 0)))
+@pytest.mark.parametrize("direction", DIRECTIONS)
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_saved_and_recomputed_lse(dtype, direction, n, block_len):
+    # The public op trains blocks of at most 8 without lse (backward_small_recompute) and longer
+    # ones with it; here each block length also runs the other way: backward_small from a saved
+    # lse, and the tiled backward after a forward that recomputes out and lse.
+    compute_lse = block_len in (1, 3, 8)
+    check(dtype, direction, block_len, "holes", n=n, kern=forward_op(compute_lse))
 
 
 @pytest.mark.parametrize("direction", DIRECTIONS)

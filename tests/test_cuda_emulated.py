@@ -63,26 +63,31 @@ def reference(inputs, mask, grad_out, settings, dtype=torch.float64):
     return [out.detach(), *torch.autograd.grad(out, leaves[:3], grad_out.to(dtype))]
 
 
-def run_emulated(ops, inputs, mask, grad_out, dtype, settings, tile, fused=False, staged=False):
-    """out, d_dep, d_head, d_value of the emulated kernels on inputs cast to dtype."""
+def run_emulated(ops, inputs, mask, grad_out, dtype, settings, tile, fused=False, staged=False,
+                 recompute=False):
+    """out, d_dep, d_head, d_value of the emulated kernels on inputs cast to dtype. recompute:
+    the forward saves no lse, and the backward gets empty out and lse (it recomputes them)."""
     xs = [None if t is None else t.to(dtype) for t in inputs]
-    out, lse = ops.fwd(*xs, mask, *settings, tile, staged)
-    grads = ops.bwd(grad_out.to(dtype), *xs, mask, out, lse, *settings, tile, fused)
+    out, lse = ops.fwd(*xs, mask, *settings, tile, staged, not recompute)
+    saved_out = out.new_empty(0) if recompute else out
+    grads = ops.bwd(grad_out.to(dtype), *xs, mask, saved_out, lse, *settings, tile, fused)
     return [out, *grads], lse
 
 
 def check(ops, dtype, direction, n, block_len, mask_kind, tile, B=3, d=70, scale=None,
-          spread=2.0, fused=False, staged=False):
+          spread=2.0, fused=False, staged=False, recompute=False):
     """Emulated kernels (tile rows per thread; the fused backward or the split one, the staged
-    forward or the streaming one) against the reference, out and the three input gradients."""
+    forward or the streaming one, a backward from saved out and lse or recomputing them) against
+    the reference, out and the three input gradients."""
     gen = generator_for("emulated", dtype, direction, n, block_len, mask_kind, tile, d, scale,
-                        fused, staged)
+                        fused, staged, recompute)
     with_bias = bool(torch.randint(0, 2, (1,), generator=gen))
     if scale is None:
         scale = (0.5, 5.0, 17.0, 100.0)[int(torch.randint(0, 4, (1,), generator=gen))]
     inputs, mask, grad_out = make_case(B, n, d, gen, with_bias, mask_kind, spread)
     settings = (block_len, direction, scale)
-    got, lse = run_emulated(ops, inputs, mask, grad_out, dtype, settings, tile, fused, staged)
+    got, lse = run_emulated(ops, inputs, mask, grad_out, dtype, settings, tile, fused, staged,
+                            recompute)
     want = reference(inputs, mask, grad_out, settings)
     low = dtype in (torch.float16, torch.bfloat16)
     if low:  # the flash-attention rule: at most twice the error of the reference in dtype
@@ -98,12 +103,12 @@ def check(ops, dtype, direction, n, block_len, mask_kind, tile, B=3, d=70, scale
         else:
             bound = REL[dtype] * max(size, 1.0)
         assert err <= bound, (f"{name} ({dtype}, {direction}, n={n}, r={block_len}, {mask_kind}, "
-                              f"tile {tile}, fused {fused}, staged {staged}, c={scale}): error {err:.3g} > "
-                              f"{bound:.3g}")
+                              f"tile {tile}, fused {fused}, staged {staged}, recompute {recompute}, "
+                              f"c={scale}): error {err:.3g} > {bound:.3g}")
     if mask is not None:  # padding queries: out 0, no gradient, lse +inf
         pad = ~mask
         assert (got[0][pad] == 0).all() and (got[2][pad] == 0).all()
-        assert torch.isinf(lse[pad]).all()
+        assert recompute or torch.isinf(lse[pad]).all()
 
 
 CASES = [(n, r, 8) for n, r in SMALL_SHAPES] + [(n, r, t) for n, r in TILED_SHAPES for t in TILES]
@@ -129,6 +134,35 @@ def test_every_scale(emulated, n, block_len, tile, scale):
     for direction in ("forward", "all"):
         check(emulated, torch.float32, direction, n, block_len, "holes", tile, d=33, scale=scale,
               spread=min(scale, 8.0))
+
+
+# A backward with no saved out and lse, what a differentiable call in blocks of at most
+# kRecomputeMaxBlock = 8 runs on CUDA: backward_small_recompute, and for longer blocks (a call
+# of masked_block_attn_fwd with compute_lse=False) the forward first, then the usual backward.
+RECOMPUTE_CASES = [(n, r, 8) for n, r in SMALL_SHAPES] + [(45, 20, 4), (40, 0, 8)]
+
+
+@pytest.mark.parametrize("mask_kind", MASK_KINDS)
+@pytest.mark.parametrize("n, block_len, tile", RECOMPUTE_CASES)
+@pytest.mark.parametrize("direction", DIRECTIONS)
+def test_recomputing_backward_matches_reference(emulated, direction, n, block_len, tile,
+                                                mask_kind):
+    check(emulated, torch.float64, direction, n, block_len, mask_kind, tile, recompute=True)
+
+
+@pytest.mark.parametrize("dtype", (torch.float32, torch.bfloat16, torch.float16), ids=str)
+@pytest.mark.parametrize("n, block_len, tile", RECOMPUTE_CASES)
+@pytest.mark.parametrize("direction", DIRECTIONS)
+def test_recomputing_backward_float_types(emulated, direction, n, block_len, tile, dtype):
+    check(emulated, dtype, direction, n, block_len, "holes", tile, recompute=True)
+
+
+@pytest.mark.parametrize("scale", (0.5, 5.0, 39.0, 41.0, 100.0))  # both pivot paths
+@pytest.mark.parametrize("block_len", (1, 4, 8))
+def test_recomputing_backward_every_scale(emulated, block_len, scale):
+    for direction in DIRECTIONS:
+        check(emulated, torch.float32, direction, 13, block_len, "holes", 8, d=33, scale=scale,
+              spread=min(scale, 8.0), recompute=True)
 
 
 # The fused backward (float accumulation only) and the staged forward, in blocks of one span

@@ -37,71 +37,93 @@ int64_t task_count(const AttnShape& s) {
 
 inline bool is_real(const bool* mask, int64_t row) { return mask == nullptr || mask[row]; }
 
-// Forward of one task. kFixedPivot: scores are shifted by the constant c (one exp per element);
+// The softmax of query j over its allowed keys, for the task's features: writes out_j[k] and
+// lse_j[k] (lse_j may be null) and returns the number of keys; with no key it writes nothing. kFixedPivot: scores are shifted by the constant c (one exp per element);
 // otherwise by a running maximum per feature (large scales only).
 template <typename T, bool kFixedPivot>
-void forward_task(const AttnShape& s, const Task& t, const T* dep, const T* head, const T* value,
-                  const T* bias, const bool* mask, T* out, T* lse) {
+int64_t query_softmax(const AttnShape& s, const Task& t, int64_t j, const T* dep,
+                      const T* head, const T* value, const T* bias, const bool* mask, T* out_j,
+                      T* lse_j) {
   const T c = static_cast<T>(s.scale), inv_c = T(1) / c;
   const int64_t w = t.width;
+  const int64_t row_j = t.b * s.n + j;
+  const T* head_j = head + row_j * s.d + t.k0;
   T query[kTile], sum[kTile], acc[kTile], pivot[kTile];
-  for (int64_t j = t.start; j < t.end; ++j) {
-    const int64_t row_j = t.b * s.n + j;
-    if (!is_real(mask, row_j)) continue;
-    const T* head_j = head + row_j * s.d + t.k0;
-    for (int64_t k = 0; k < w; ++k) {
-      query[k] = head_j[k] + (bias ? bias[t.k0 + k] : T(0));
-      sum[k] = T(0);
-      acc[k] = T(0);
-      pivot[k] = kFixedPivot ? c : -c;  // -c bounds every score from below
-    }
-    int64_t lo, hi, keys = 0;
-    key_range(s.direction, j, t.start, t.end, &lo, &hi);
-    for (int64_t i = lo; i < hi; ++i) {
-      const int64_t row_i = t.b * s.n + i;
-      if ((skips_self(s.direction) && i == j) || !is_real(mask, row_i)) continue;
-      ++keys;
-      const T* dep_i = dep + row_i * s.d + t.k0;
-      const T* value_i = value + row_i * s.d + t.k0;
-      if constexpr (kFixedPivot) {
+  for (int64_t k = 0; k < w; ++k) {
+    query[k] = head_j[k] + (bias ? bias[t.k0 + k] : T(0));
+    sum[k] = T(0);
+    acc[k] = T(0);
+    pivot[k] = kFixedPivot ? c : -c;  // -c bounds every score from below
+  }
+  int64_t lo, hi, keys = 0;
+  key_range(s.direction, j, t.start, t.end, &lo, &hi);
+  for (int64_t i = lo; i < hi; ++i) {
+    const int64_t row_i = t.b * s.n + i;
+    if ((skips_self(s.direction) && i == j) || !is_real(mask, row_i)) continue;
+    ++keys;
+    const T* dep_i = dep + row_i * s.d + t.k0;
+    const T* value_i = value + row_i * s.d + t.k0;
+    if constexpr (kFixedPivot) {
 #pragma omp simd
-        for (int64_t k = 0; k < w; ++k) {
-          const T p = shifted_exp(scaled_tanh(dep_i[k] + query[k], inv_c), c, c);
-          softmax_accumulate(p, value_i[k], sum[k], acc[k]);
-        }
-      } else {
+      for (int64_t k = 0; k < w; ++k) {
+        const T p = shifted_exp(scaled_tanh(dep_i[k] + query[k], inv_c), c, c);
+        softmax_accumulate(p, value_i[k], sum[k], acc[k]);
+      }
+    } else {
 #pragma omp simd
-        for (int64_t k = 0; k < w; ++k) {
-          const T score = c * scaled_tanh(dep_i[k] + query[k], inv_c);
-          online_softmax_update(score, value_i[k], pivot[k], sum[k], acc[k]);
-        }
+      for (int64_t k = 0; k < w; ++k) {
+        const T score = c * scaled_tanh(dep_i[k] + query[k], inv_c);
+        online_softmax_update(score, value_i[k], pivot[k], sum[k], acc[k]);
       }
     }
-    if (keys == 0) continue;
-    T* out_j = out + row_j * s.d + t.k0;
+  }
+  if (keys == 0) return 0;
 #pragma omp simd
-    for (int64_t k = 0; k < w; ++k) out_j[k] = acc[k] / sum[k];
-    if (lse == nullptr) continue;
-    T* lse_j = lse + row_j * s.d + t.k0;
+  for (int64_t k = 0; k < w; ++k) out_j[k] = acc[k] / sum[k];
+  if (lse_j != nullptr) {
 #pragma omp simd
     for (int64_t k = 0; k < w; ++k) lse_j[k] = log_sum_exp(pivot[k], sum[k]);
   }
+  return keys;
 }
 
-template <typename T>
+// Forward of one task: query_softmax of each real query, into out and lse.
+template <typename T, bool kFixedPivot>
+void forward_task(const AttnShape& s, const Task& t, const T* dep, const T* head, const T* value,
+                  const T* bias, const bool* mask, T* out, T* lse) {
+  for (int64_t j = t.start; j < t.end; ++j) {
+    const int64_t row_j = t.b * s.n + j;
+    if (!is_real(mask, row_j)) continue;
+    const int64_t off_j = row_j * s.d + t.k0;
+    query_softmax<T, kFixedPivot>(s, t, j, dep, head, value, bias, mask, out + off_j,
+                                  lse == nullptr ? nullptr : lse + off_j);
+  }
+}
+
+// Backward of one task. With lse null (the forward saved neither out nor lse), each query's
+// out and lse are recomputed first by query_softmax, pivoted as kFixedPivot says.
+template <typename T, bool kFixedPivot>
 void backward_task(const AttnShape& s, const Task& t, const T* grad_out, const T* dep,
                    const T* head, const T* value, const T* bias, const bool* mask, const T* out,
                    const T* lse, T* d_dep, T* d_head, T* d_value) {
   const T c = static_cast<T>(s.scale), inv_c = T(1) / c;
   const int64_t w = t.width;
   T query[kTile], h_a[kTile], h_s[kTile], h_r[kTile];  // sums of head_grad_accumulate
+  T out_recomputed[kTile], lse_recomputed[kTile];
   for (int64_t j = t.start; j < t.end; ++j) {
     const int64_t row_j = t.b * s.n + j;
     if (!is_real(mask, row_j)) continue;
     const int64_t off_j = row_j * s.d + t.k0;
     const T* g_j = grad_out + off_j;
-    const T* out_j = out + off_j;
-    const T* lse_j = lse + off_j;
+    const T* out_j = out_recomputed;
+    const T* lse_j = lse_recomputed;
+    if (lse != nullptr) {
+      out_j = out + off_j;
+      lse_j = lse + off_j;
+    } else if (query_softmax<T, kFixedPivot>(s, t, j, dep, head, value, bias, mask,
+                                             out_recomputed, lse_recomputed) == 0) {
+      continue;  // no key: d_head = 0, which the caller's zero-fill already holds
+    }
     for (int64_t k = 0; k < w; ++k) {
       query[k] = head[off_j + k] + (bias ? bias[t.k0 + k] : T(0));
       h_a[k] = h_s[k] = h_r[k] = T(0);
@@ -152,10 +174,17 @@ template <typename T>
 void backward(const AttnShape& s, const T* grad_out, const T* dep, const T* head, const T* value,
               const T* bias, const bool* mask, const T* out, const T* lse, T* d_dep, T* d_head,
               T* d_value) {
+  const bool fixed_pivot = use_fixed_pivot<T>(s.scale);
   at::parallel_for(0, task_count(s), 1, [&](int64_t first, int64_t last) {
     for (int64_t index = first; index < last; ++index) {
-      backward_task<T>(s, task_at(s, index), grad_out, dep, head, value, bias, mask, out, lse,
-                       d_dep, d_head, d_value);
+      const Task t = task_at(s, index);
+      if (fixed_pivot) {
+        backward_task<T, true>(s, t, grad_out, dep, head, value, bias, mask, out, lse, d_dep,
+                               d_head, d_value);
+      } else {
+        backward_task<T, false>(s, t, grad_out, dep, head, value, bias, mask, out, lse, d_dep,
+                                d_head, d_value);
+      }
     }
   });
 }

@@ -24,7 +24,8 @@ template <typename T>
 void forward(const AttnShape& s, const T* dep, const T* head, const T* value, const T* bias,
              const bool* mask, T* out, T* lse);
 
-// Accumulates gradients into d_dep, d_head, d_value, which the caller zero-fills.
+// Accumulates gradients into d_dep, d_head, d_value, which the caller zero-fills. out and lse
+// are the forward's; both null means it saved neither, and each query's are recomputed.
 template <typename T>
 void backward(const AttnShape& s, const T* grad_out, const T* dep, const T* head, const T* value,
               const T* bias, const bool* mask, const T* out, const T* lse, T* d_dep, T* d_head,

@@ -76,11 +76,13 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> backward_cpu(
              d_value = at::zeros_like(dep);
   if (dep.numel() == 0) return {d_dep, d_head, d_value};
   const cpu::AttnShape s = shape_of(dep, block_len, dir, scale);
+  const bool saved = !is_no_lse(lse);  // else the kernels recompute out and lse
   AT_DISPATCH_FLOATING_TYPES(dep.scalar_type(), "masked_block_attn_bwd_cpu", [&] {
     cpu::backward<scalar_t>(s, grad_out.data_ptr<scalar_t>(), dep.data_ptr<scalar_t>(),
                             head.data_ptr<scalar_t>(), value.data_ptr<scalar_t>(),
                             data_or_null<scalar_t>(bias), data_or_null<bool>(mask),
-                            out.data_ptr<scalar_t>(), lse.data_ptr<scalar_t>(),
+                            saved ? out.data_ptr<scalar_t>() : nullptr,
+                            saved ? lse.data_ptr<scalar_t>() : nullptr,
                             d_dep.data_ptr<scalar_t>(), d_head.data_ptr<scalar_t>(),
                             d_value.data_ptr<scalar_t>());
   });

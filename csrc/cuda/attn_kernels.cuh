@@ -14,7 +14,10 @@
 //  * small blocks (r <= kSmallMax): one thread per (batch, block, feature) holds the whole
 //    block in registers; the (query, key) pairs are unrolled at compile time for the direction,
 //    so only allowed pairs cost a tanh and an exp. These kernels are memory-bound (each input
-//    is read once, each output written once, no zero-fill pass).
+//    is read once, each output written once, no zero-fill pass). A differentiable call's
+//    forward writes no lse here, and backward_small_recompute recomputes out and lse from the
+//    block it holds (no tanh or exp more, and two [B, n, d] reads fewer); backward_small reads
+//    a saved out and lse, where a caller of the forward op asked for them.
 //  * larger blocks (full DiSA included): a warp owns a tile of kT consecutive queries of one
 //    block for 32 features (kT = 4 or 8, a template argument the launcher picks) and
 //    streams the block's keys through L1 (the kWarps warps of a thread block share their
@@ -366,6 +369,93 @@ __global__ void __launch_bounds__(kSmallThreads) backward_small(const Args<T, A>
             head_grad_accumulate(pr, v[i], o[j], t, ha, hs, hr);
             dd[i] += grad_z(pr, g[j], v[i], o[j], t);
             dv[i] += pr * g[j];
+          }
+        }
+      }
+      p.d_head[(s.row0 + j) * p.d + s.k] = static_cast<T>(head_grad(g[j], ha, hs, hr));
+    }
+  }
+#pragma unroll
+  for (int i = 0; i < kSmallMax; ++i) {
+    if (i < s.len) {
+      const int64_t off = (s.row0 + i) * p.d + s.k;
+      p.d_dep[off] = static_cast<T>(dd[i]);
+      p.d_value[off] = static_cast<T>(dv[i]);
+    }
+  }
+}
+
+// backward_small for a forward that saved neither out nor lse (blocks of at most
+// kRecomputeMaxBlock tokens, csrc/op_checks.h). Each query's softmax is recomputed from its
+// keys: the pairs' t and unnormalized p are computed once, kept in registers, summed, and
+// reused by the gradient loop, so a pair still costs one tanh and one exp (and a query one
+// reciprocal), while the kernel reads grad_out, dep, head and value only: no out, no lse.
+// kFixed picks the pivot as forward_small's does.
+template <typename T, typename A, Direction D, bool kFixed>
+__global__ void __launch_bounds__(kSmallThreads) backward_small_recompute(const Args<T, A> p) {
+  SmallIndex s;
+  if (!small_index(p, s)) return;
+  const A qbias = p.bias ? static_cast<A>(p.bias[s.k]) : A(0);
+  A xk[kSmallMax], xq[kSmallMax], v[kSmallMax], g[kSmallMax];
+  A dd[kSmallMax], dv[kSmallMax];
+  bool real[kSmallMax];
+  KeyLoad<T> key[kSmallMax];
+  T head[kSmallMax], grad[kSmallMax];
+  int mask[kSmallMax];
+#pragma unroll
+  for (int i = 0; i < kSmallMax; ++i) {  // every load first, all in flight together
+    const int64_t row = small_row(s, i);
+    key[i] = load_key(p, row, s.k);
+    head[i] = p.head[row * p.d + s.k];
+    grad[i] = p.grad_out[row * p.d + s.k];
+    mask[i] = mask_byte(p.mask, row);
+    key[i].pin_loads();
+    pin(head[i]);
+    pin(grad[i]);
+    pin(mask[i]);
+  }
+#pragma unroll
+  for (int i = 0; i < kSmallMax; ++i) {
+    real[i] = i < s.len && mask[i] != 0;
+    const KeyRow<A> kv = key_values(p, key[i]);
+    xk[i] = kv.xk;
+    v[i] = kv.v;
+    xq[i] = query_x(p, head[i], qbias);
+    g[i] = real[i] ? static_cast<A>(grad[i]) : A(0);  // a padding row passes no gradient
+    dd[i] = dv[i] = A(0);
+  }
+#pragma unroll
+  for (int j = 0; j < kSmallMax; ++j) {
+    if (j < s.len) {
+      A ha = A(0), hs = A(0), hr = A(0);  // head_grad sums
+      if (real[j]) {
+        A t[kSmallMax], e[kSmallMax];
+        A m2 = kFixed ? p.a : -p.a;  // the pivot (log2 domain): c, or the largest score
+#pragma unroll
+        for (int i = 0; i < kSmallMax; ++i) {
+          if (pair_ok<D>(i, j) && real[i]) {
+            t[i] = tanh_fast(xk[i] + xq[j]);
+            if constexpr (!kFixed) {
+              const A s2 = p.a * t[i];
+              m2 = s2 > m2 ? s2 : m2;
+            }
+          }
+        }
+        A sum = A(0), acc = A(0);
+#pragma unroll
+        for (int i = 0; i < kSmallMax; ++i) {
+          if (pair_ok<D>(i, j) && real[i]) {
+            e[i] = shifted_exp2(t[i], p.a, m2);
+            softmax_accumulate(e[i], v[i], sum, acc);
+          }
+        }
+        // sum > 0 exactly when the query has a key (each e >= 2^-116, see FixedPivotLimit).
+        const A inv_sum = sum > A(0) ? A(1) / sum : A(0);
+        const A o = acc * inv_sum;
+#pragma unroll
+        for (int i = 0; i < kSmallMax; ++i) {
+          if (pair_ok<D>(i, j) && real[i]) {
+            pair_grad_accumulate(e[i] * inv_sum, t[i], v[i], o, g[j], ha, hs, hr, dd[i], dv[i]);
           }
         }
       }

@@ -187,17 +187,28 @@ void dispatch_forward(const Args<T, A>& a, double scale, TiledOptions opt, Launc
   }
 }
 
-// Runs the backward: one launch for small blocks; for longer ones two (query tiles, key tiles),
+// Blocks the forward may leave without lse are ones backward_small_recompute takes.
+static_assert(kRecomputeMaxBlock <= kSmallMax);
+
+// Runs the backward: one launch for small blocks (recomputing out and lse when a.lse_in is
+// null); for longer ones, whose a.lse_in run_backward provides, two (query tiles, key tiles),
 // or, when spans = fused_spans(a, opt) > 0, the fused kernel (then head_sums holds
 // 3 · spans · B · n · d floats when spans > 1, and head_grad_from_sums adds them up).
 template <typename T, typename A, typename Launch>
-void dispatch_backward(const Args<T, A>& a, TiledOptions opt, int64_t spans, A* head_sums,
-                       Launch&& launch) {
+void dispatch_backward(const Args<T, A>& a, double scale, TiledOptions opt, int64_t spans,
+                       A* head_sums, Launch&& launch) {
   if (a.r <= kSmallMax) {
     const Geometry g = small_geometry(a);
+    const bool fixed = use_fixed_pivot<A>(scale);
     with_direction(a.dir, [&](auto dc) {
       constexpr Direction D = decltype(dc)::value;
-      launch(backward_small<T, A, D>, g, a);
+      if (a.lse_in != nullptr) {
+        launch(backward_small<T, A, D>, g, a);
+      } else if (fixed) {
+        launch(backward_small_recompute<T, A, D, true>, g, a);
+      } else {
+        launch(backward_small_recompute<T, A, D, false>, g, a);
+      }
     });
   } else if (spans > 0) {
     if constexpr (std::is_same_v<A, float>) {
@@ -236,6 +247,8 @@ void run_forward(const at::Tensor& dep, const at::Tensor& head, const at::Tensor
 }
 
 // The backward on contiguous tensors, into d_dep, d_head and d_value allocated by the caller.
+// An empty lse (is_no_lse) means the forward saved neither out nor lse: small blocks recompute
+// them inside the backward kernel; longer ones run the forward first, into temporaries.
 template <typename Launch>
 void run_backward(const at::Tensor& grad_out, const at::Tensor& dep, const at::Tensor& head,
                   const at::Tensor& value, const std::optional<at::Tensor>& bias,
@@ -245,19 +258,30 @@ void run_backward(const at::Tensor& grad_out, const at::Tensor& dep, const at::T
                   at::Tensor& d_value, Launch&& launch) {
   const auto backward = [&](auto a) {
     using T = typename decltype(a)::Scalar;
+    using A = typename decltype(a)::Accumulator;
+    at::Tensor saved_out = out, saved_lse = lse;
+    if (is_no_lse(lse) && a.r > kSmallMax) {
+      saved_out = at::empty(dep.sizes(), dep.options());
+      saved_lse = at::empty(dep.sizes(), dep.options().dtype(lse_dtype(dep.scalar_type())));
+      auto f = a;
+      f.out = saved_out.data_ptr<T>();
+      f.lse = saved_lse.data_ptr<A>();
+      dispatch_forward(f, scale, opt, launch);
+    }
     a.grad_out = grad_out.data_ptr<T>();
-    a.out_in = out.data_ptr<T>();
-    a.lse_in = lse.data_ptr<typename decltype(a)::Accumulator>();
+    const bool saved = !is_no_lse(saved_lse);
+    a.out_in = saved ? saved_out.data_ptr<T>() : nullptr;
+    a.lse_in = saved ? saved_lse.data_ptr<A>() : nullptr;
     a.d_dep = d_dep.data_ptr<T>();
     a.d_head = d_head.data_ptr<T>();
     a.d_value = d_value.data_ptr<T>();
-    using A = typename decltype(a)::Accumulator;
     // The fused backward's per-span sums, when a block has several spans.
     const int64_t spans = fused_spans(a, opt);
     const at::Tensor head_sums =
         spans > 1 ? at::empty({spans * 3 * dep.numel()}, dep.options().dtype(at::kFloat))
                   : at::Tensor();
-    dispatch_backward(a, opt, spans, spans > 1 ? head_sums.data_ptr<A>() : nullptr, launch);
+    dispatch_backward(a, scale, opt, spans, spans > 1 ? head_sums.data_ptr<A>() : nullptr,
+                      launch);
   };
   with_base_args(dep, head, value, bias, mask, block_len, direction, scale, backward);
 }

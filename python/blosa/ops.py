@@ -3,11 +3,12 @@
 The C++ extension (csrc/) defines three ops:
   masked_block_attn      public, composite: returns masked_block_attn_fwd(...)[0], asking for
                          lse only when a gradient will be needed (grad mode on, an input
-                         requiring grad)
+                         requiring grad) and, on CUDA, the blocks are longer than 8 (shorter
+                         ones recompute it in the backward kernel, for free)
   masked_block_attn_fwd  -> (out [B, n, d], lse [B, n, d]); lse = +inf where a query has no key;
-                         with compute_lse=False lse is empty ([0]), never written, and the call
-                         has no backward
-  masked_block_attn_bwd  -> (d_dep, d_head, d_value), recomputing probabilities from lse
+                         with compute_lse=False lse is empty ([0]) and never written
+  masked_block_attn_bwd  -> (d_dep, d_head, d_value), recomputing probabilities from lse; given
+                         an empty lse, recomputing out and lse too (out may then be empty)
 Autograd of _fwd is C++ too (csrc/autograd.cpp); this module gives the ops their fake (meta)
 kernels, so that torch.compile can trace them, and picks the backend of a call.
 """

@@ -1,6 +1,7 @@
 """The Triton forward without lse (compute_lse=False, WRITE_LSE=False in the kernels): what a call
-no gradient will reach runs. Same output as with lse, an empty lse, and a clear error if a
-backward is asked of it anyway; both tilings, on CPU through the interpreter and on a GPU."""
+no gradient will reach runs, and a differentiable one in blocks the per-block backward takes
+(it recomputes the softmax: SAVED_LSE=False). Same output as with lse, an empty lse, gradients
+that match the reference either way; both tilings, on CPU through the interpreter and on a GPU."""
 import zlib
 
 import pytest
@@ -8,7 +9,7 @@ import torch
 
 from attn_cases import RecordLseRequests
 from blosa_kernels import masked_block_attn_triton, masked_block_attn_triton_fwd
-from triton_testing import DEVICE, make_inputs, use_path
+from triton_testing import DEVICE, make_inputs, reference64, run, use_path
 
 DIRECTIONS = ("forward", "backward", "diag", "all")
 
@@ -28,23 +29,47 @@ def test_same_output_and_an_empty_lse(request, path, block_len, scale, dtype):
         assert torch.equal(out, want), f"{direction}: outputs differ without lse"
 
 
-def test_lse_is_asked_for_only_when_a_gradient_can_come():
+@pytest.mark.parametrize("path, block_len, saves", [
+    ("blocks", 3, False), ("blocks", 0, False),  # the per-block backward recomputes lse
+    ("rows", 3, True), ("rows", 0, True),        # the row-tile backward reads it
+])
+def test_lse_is_asked_for_only_when_a_gradient_needs_it(request, path, block_len, saves):
+    use_path(request, path)
     dep, head, value, bias, mask, _ = make_inputs(2, 9, 4, "holes", True, 3, torch.float32, DEVICE)
 
     def asked(*inputs):
         with RecordLseRequests(masked_block_attn_triton_fwd._opoverload) as mode:
-            masked_block_attn_triton(*inputs, mask, 3, "forward", 5.0)
+            masked_block_attn_triton(*inputs, mask, block_len, "forward", 5.0)
         return mode.asked
 
     assert asked(dep, head, value, bias) == [False]
-    assert asked(dep, head, value, bias.clone().requires_grad_()) == [True]
+    assert asked(dep, head, value, bias.clone().requires_grad_()) == [saves]
     with torch.no_grad():
         assert asked(dep.clone().requires_grad_(), head, value, bias) == [False]
 
 
-def test_backward_of_a_forward_without_lse_says_why():
-    dep, head, value, bias, mask, _ = make_inputs(1, 6, 3, "none", True, 4, torch.float32, DEVICE)
-    dep.requires_grad_()
-    out, _ = masked_block_attn_triton_fwd(dep, head, value, bias, mask, 0, "diag", 5.0, False)
-    with pytest.raises(RuntimeError, match="compute_lse=False"):
-        out.sum().backward()
+def forward_with(compute_lse):
+    """masked_block_attn_triton with the forward's compute_lse set, whatever the block length."""
+    def fn(dep, head, value, bias, mask, block_len, direction, scale):
+        return masked_block_attn_triton_fwd(dep, head, value, bias, mask, block_len, direction, scale,
+                                            compute_lse)[0]
+    return fn
+
+
+@pytest.mark.parametrize("compute_lse", [True, False])
+@pytest.mark.parametrize("block_len, scale", [(1, 5.0), (3, 5.0), (5, 100.0), (0, 5.0), (0, 100.0)])
+@pytest.mark.parametrize("path", ["blocks", "rows"])
+def test_gradients_with_and_without_a_saved_lse(request, path, block_len, scale, compute_lse):
+    # Without lse the per-block backward recomputes the softmax in the kernel, the row-tile one
+    # runs the forward first; with it (the per-block backward's other variant, SAVED_LSE=True)
+    # both read it. Every gradient against the float64 reference.
+    use_path(request, path)
+    seed = zlib.crc32(repr(("grad-no-lse", path, block_len, scale, compute_lse)).encode())
+    inputs = make_inputs(2, 13, 6, "empty_row", True, seed, torch.float32, DEVICE)
+    for direction in DIRECTIONS:
+        settings = (block_len, direction, scale)
+        got = run(forward_with(compute_lse), *inputs, *settings)
+        want = reference64(*inputs, *settings)
+        for name, g, w in zip(("out", "d_dep", "d_head", "d_value", "d_bias"), got, want):
+            torch.testing.assert_close(g.cpu().double(), w, atol=2e-5, rtol=1e-4,
+                                       msg=lambda m: f"{direction} {name}: {m}")
