@@ -3,7 +3,8 @@
 With t = tanh(z / c), p = exp(c t - lse), g = grad_out[j], o = out[j] = sum_i p value_i:
     dz = p g (value_i - o) (1 - t^2)
     d_head[j] = sum_i dz,  d_dep[i] = sum_j dz,  d_value[i] = sum_j p g
-(d_bias = sum of d_head over batch and queries, done by the caller). lse = +inf for a query
+(d_bias = sum of d_head over batch and queries: the caller adds up d_head, or for small blocks
+the per-block sums `bwd_blocks_kernel` writes into d_bias_part [B · nblk, d], float32). lse = +inf for a query
 with no key makes p exactly 0, and disallowed pairs are masked to 0, so such queries pass no
 gradient. Every output element is written by exactly one program and summed in a fixed order:
 no atomics, bitwise-deterministic results.
@@ -26,7 +27,8 @@ no atomics, bitwise-deterministic results.
   384 in tiles of 64), so the fused path stops at blocks of FUSED_MAX_BLOCK; full DiSA keeps
   the split kernels and O(B·n·d) memory.
 
-Arguments: pointers to contiguous [B, n, d] tensors (lse and d_head float32), bias [d] (zeros
+Arguments: pointers to contiguous [B, n, d] tensors (lse float32; d_head float32 but for the
+per-block kernel, which writes the input dtype), bias [d] (zeros
 when None), mask [B, n] uint8 (ones when None); n, d, r (the resolved block length), scalars
 c, 1/c and c·log2(e); DIR 0 forward / 1 backward / 2 diag / 3 all; FAST_TANH: tanh.approx.f32.
 """
@@ -58,6 +60,15 @@ def block_query_rows(mask, head, grad_out, lse, b, n, d, start, v, m_blk, o_k, m
 
 
 @triton.jit
+def store_zero_rows(x, b, n, d, start, v, m_blk, o_k, m_k, G: tl.constexpr, BD: tl.constexpr):
+    """Zeros into rows start + v ([G] blocks) of x [B, n, d], for the features o_k."""
+    o_j = start + v
+    p_j = (b * n + o_j).to(tl.int64)[:, None] * d + o_k[None, :]
+    m_jk = (m_blk & (o_j < n))[:, None] & m_k[None, :]
+    tl.store(x + p_j, tl.zeros([G, BD], dtype=x.dtype.element_ty), mask=m_jk)
+
+
+@triton.jit
 def recomputed_probs(t, allow, c_log2e, ROW_AXIS: tl.constexpr, FIXED_PIVOT: tl.constexpr):
     """Softmax probabilities [G, R, BD] (or [R, G, BD]) of each query's allowed keys from their
     t = tanh(z / c), when the forward saved no lse: the block's keys are all here, so the sum
@@ -77,7 +88,7 @@ def recomputed_probs(t, allow, c_log2e, ROW_AXIS: tl.constexpr, FIXED_PIVOT: tl.
 
 @triton.jit
 def bwd_blocks_kernel(
-    grad_out, dep, head, value, bias, mask, out, lse, d_dep, d_head, d_value,
+    grad_out, dep, head, value, bias, mask, out, lse, d_dep, d_head, d_value, d_bias_part,
     n, d, r, nblk, inv_c, c_log2e,
     DIR: tl.constexpr,
     FAST_TANH: tl.constexpr,
@@ -110,14 +121,18 @@ def bwd_blocks_kernel(
     b_bias = tl.load(bias + o_k, mask=m_k, other=0.0).to(tl.float32)
     b_dd = tl.zeros_like(b_val)
     b_dv = tl.zeros_like(b_val)
+    b_db = tl.zeros([G, BD], dtype=tl.float32)  # each block's d_head, summed over its queries
 
-    # Query offsets that have a key (the caller zero-fills d_head for the others).
+    # Query offsets that can have a key; the one that cannot (the first under "forward", the
+    # last under "backward") gets d_head = 0 here, so the caller need not zero-fill d_head.
     v_lo = 0
     v_hi = r
     if DIR == 0:
         v_lo = 1
+        store_zero_rows(d_head, b, n, d, start, 0, m_blk, o_k, m_k, G, BD)
     elif DIR == 1:
         v_hi = r - 1
+        store_zero_rows(d_head, b, n, d, start, r - 1, m_blk, o_k, m_k, G, BD)
     # Queries stream one offset ahead (as the row-tile kernels' rows): offset v + 1's rows are
     # loaded before offset v's math; the last offset is loaded twice rather than tested.
     nxt_real, nxt_head, nxt_g, nxt_lse = block_query_rows(mask, head, grad_out, lse, b, n, d,
@@ -152,10 +167,16 @@ def bwd_blocks_kernel(
         dz = pg * (b_val - spread_block_rows(b_o, ROW_AXIS)) * (1.0 - t * t)
         b_dd += dz
         b_dv += pg
-        tl.store(d_head + p_j, tl.sum(dz, axis=ROW_AXIS).to(d_head.dtype.element_ty), mask=m_jk)
+        b_dh = tl.sum(dz, axis=ROW_AXIS)
+        b_db += b_dh
+        tl.store(d_head + p_j, b_dh.to(d_head.dtype.element_ty), mask=m_jk)
 
     tl.store(d_dep + p_i, b_dd.to(d_dep.dtype.element_ty), mask=m_ik)
     tl.store(d_value + p_i, b_dv.to(d_value.dtype.element_ty), mask=m_ik)
+    # Each block's d_head summed over its queries, unrounded: d_bias's part (the caller adds up
+    # the B · nblk rows), so d_head itself can be stored in the input dtype.
+    p_b = (b * nblk + o_blk).to(tl.int64)[:, None] * d + o_k[None, :]
+    tl.store(d_bias_part + p_b, b_db, mask=m_blk[:, None] & m_k[None, :])
 
 
 @triton.jit

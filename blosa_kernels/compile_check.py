@@ -32,8 +32,10 @@ def _signature(fn, dtype, constexprs, float_scalars):
             sig[name] = "constexpr"
         elif name in ("mask",):
             sig[name] = "*u8"
-        elif name in ("lse", "d_head", "sums"):
+        elif name in ("lse", "sums", "d_bias_part"):
             sig[name] = "*fp32"
+        elif name == "d_head":  # float32 but for the per-block kernel's
+            sig[name] = f"*{dtype}" if fn.__name__ == "bwd_blocks_kernel" else "*fp32"
         elif name in ("dep", "head", "value", "bias", "out", "grad_out", "d_dep", "d_value"):
             sig[name] = f"*{dtype}"
         elif name in ("c", "inv_c", "c_log2e"):

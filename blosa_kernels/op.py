@@ -162,36 +162,40 @@ def masked_block_attn_triton_bwd(
     B, n, d = dep.shape
     d_dep = torch.empty_like(dep)
     d_value = torch.empty_like(value)
-    # d_head in float32 so that d_bias (its sum over batch and queries) is summed from unrounded
-    # values; zero-filled because the block kernel skips queries that can have no key.
+    if dep.numel() == 0:
+        return d_dep, torch.empty_like(dep), d_value, dep.new_zeros(d)
+    L = _Launch(dep, bias, mask, block_len, direction, scale)
+    bias_arg = _bias_or_zeros(bias, dep)
+    mask_arg = _mask_or_ones(mask_u8, dep)
+    common = (grad_out, dep, head, value, bias_arg, mask_arg, out, lse)
+    # z = dep_i + head_j + bias, so d_bias is d_head summed over batch and queries, from
+    # unrounded values (torch's reductions: deterministic for a given shape).
+    if L.small:
+        # The per-block kernel sums each block's d_head (float32) itself, and writes every row.
+        d_head = torch.empty_like(dep)
+        d_bias_part = torch.empty((B * L.nblk, d), dtype=torch.float32, device=dep.device)
+        _launch(
+            "bwd_blocks", L, L.blocks_grid(), *common, d_dep, d_head, d_value, d_bias_part,
+            L.n, L.d, L.r, L.nblk, L.inv_c, L.c_log2e, R=L.R,
+            ROW_AXIS=configs.BLOCK_ROW_AXIS, SAVED_LSE=saved_lse,
+            FIXED_PIVOT=saved_lse or L.c <= configs.FIXED_PIVOT_MAX_SCALE, **L.flags,
+        )
+        return d_dep, d_head, d_value, d_bias_part.sum(dim=0).to(dep.dtype)
+    # The row-tile kernels write d_head in float32, summed for d_bias, then rounded; zero-filled
+    # because they skip queries that can have no key.
     d_head = torch.zeros(dep.shape, dtype=torch.float32, device=dep.device)
-    if dep.numel() > 0:
-        L = _Launch(dep, bias, mask, block_len, direction, scale)
-        bias_arg = _bias_or_zeros(bias, dep)
-        mask_arg = _mask_or_ones(mask_u8, dep)
-        common = (grad_out, dep, head, value, bias_arg, mask_arg, out, lse)
-        if L.small:
-            _launch(
-                "bwd_blocks", L, L.blocks_grid(), *common, d_dep, d_head, d_value,
-                L.n, L.d, L.r, L.nblk, L.inv_c, L.c_log2e, R=L.R,
-                ROW_AXIS=configs.BLOCK_ROW_AXIS, SAVED_LSE=saved_lse,
-                FIXED_PIVOT=saved_lse or L.c <= configs.FIXED_PIVOT_MAX_SCALE, **L.flags,
-            )
-        elif L.fused_backward():
-            _fused_backward(L, common, mask_arg, d_dep, d_head, d_value)
-        else:
-            _launch(
-                "bwd_dq", L, L.rows_grid("BM"), *common, d_head,
-                L.n, L.d, L.r, *L.buckets, L.inv_c, L.c_log2e, **L.flags,
-            )
-            _launch(
-                "bwd_dkv", L, L.rows_grid("BN"), *common, d_dep, d_value,
-                L.n, L.d, L.r, *L.buckets, L.inv_c, L.c_log2e, **L.flags,
-            )
-    # z = dep_i + head_j + bias, so d_bias is d_head summed over batch and queries (torch's
-    # reduction: deterministic for a given shape).
-    d_bias = d_head.sum(dim=(0, 1)).to(dep.dtype)
-    return d_dep, d_head.to(dep.dtype), d_value, d_bias
+    if L.fused_backward():
+        _fused_backward(L, common, mask_arg, d_dep, d_head, d_value)
+    else:
+        _launch(
+            "bwd_dq", L, L.rows_grid("BM"), *common, d_head,
+            L.n, L.d, L.r, *L.buckets, L.inv_c, L.c_log2e, **L.flags,
+        )
+        _launch(
+            "bwd_dkv", L, L.rows_grid("BN"), *common, d_dep, d_value,
+            L.n, L.d, L.r, *L.buckets, L.inv_c, L.c_log2e, **L.flags,
+        )
+    return d_dep, d_head.to(dep.dtype), d_value, d_head.sum(dim=(0, 1)).to(dep.dtype)
 
 
 def _fused_backward(L, common, mask_arg, d_dep, d_head, d_value):

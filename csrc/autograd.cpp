@@ -23,7 +23,7 @@ using torch::autograd::variable_list;
 using FwdSignature = std::tuple<at::Tensor, at::Tensor>(
     const at::Tensor&, const at::Tensor&, const at::Tensor&, const std::optional<at::Tensor>&,
     const std::optional<at::Tensor>&, int64_t, c10::string_view, double, bool);
-using BwdSignature = std::tuple<at::Tensor, at::Tensor, at::Tensor>(
+using BwdSignature = std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor>(
     const at::Tensor&, const at::Tensor&, const at::Tensor&, const at::Tensor&,
     const std::optional<at::Tensor>&, const std::optional<at::Tensor>&, const at::Tensor&,
     const at::Tensor&, int64_t, c10::string_view, double);
@@ -81,13 +81,11 @@ class MaskedBlockAttn : public torch::autograd::Function<MaskedBlockAttn> {
     const bool saved_lse = ctx->saved_data["compute_lse"].toBool();
     const at::Tensor out = saved_lse ? saved[5] : at::empty({0}, dep.options());
     const at::Tensor lse = saved_lse ? saved[6] : no_lse(dep);
-    auto [d_dep, d_head, d_value] =
+    auto [d_dep, d_head, d_value, d_bias] =
         bwd_op().call(grads[0], dep, head, value, bias, present(saved[4]), out, lse,
                       ctx->saved_data["block_len"].toInt(), direction,
                       ctx->saved_data["scale"].toDouble());
-    // z = dep_i + head_j + bias, so d_bias is d_head summed over batch and queries.
-    at::Tensor d_bias;
-    if (bias.has_value() && ctx->needs_input_grad(3)) d_bias = d_head.sum(at::IntArrayRef{0, 1});
+    if (!bias.has_value() || !ctx->needs_input_grad(3)) d_bias = at::Tensor();
     return {d_dep, d_head, d_value, d_bias, at::Tensor(), at::Tensor(), at::Tensor(),
             at::Tensor(), at::Tensor()};
   }

@@ -1,7 +1,9 @@
 // Schemas of the blosa ops and the device-independent public entry point.
 //
 // masked_block_attn is a composite of masked_block_attn_fwd, which returns the output and the
-// per-(query, feature) log-sum-exp that masked_block_attn_bwd needs. Autograd is registered on
+// per-(query, feature) log-sum-exp that masked_block_attn_bwd needs. The backward returns
+// d_bias too ([d], or [0] without a bias): the sum of d_head, which the kernels of short
+// blocks add up as they go. Autograd is registered on
 // the _fwd op (csrc/autograd.cpp), so every device's kernels get it.
 #include <Python.h>
 #include <ATen/core/dispatch/Dispatcher.h>
@@ -55,7 +57,7 @@ TORCH_LIBRARY(blosa, m) {
   m.def(
       "masked_block_attn_bwd(Tensor grad_out, Tensor dep, Tensor head, Tensor value, "
       "Tensor? bias, Tensor? mask, Tensor out, Tensor lse, int block_len, str direction, "
-      "float scale) -> (Tensor d_dep, Tensor d_head, Tensor d_value)");
+      "float scale) -> (Tensor d_dep, Tensor d_head, Tensor d_value, Tensor d_bias)");
 }
 
 TORCH_LIBRARY_IMPL(blosa, CompositeImplicitAutograd, m) {

@@ -57,15 +57,18 @@ def make_case(B, n, d, gen, with_bias, mask_kind, spread=2.0):
 
 
 def reference(inputs, mask, grad_out, settings, dtype=torch.float64):
-    """out, d_dep, d_head, d_value of the plain PyTorch reference computed in dtype."""
+    """out, d_dep, d_head, d_value (and d_bias, given a bias) of the plain PyTorch reference
+    computed in dtype."""
     leaves = [None if t is None else t.to(dtype).requires_grad_() for t in inputs]
     out = masked_block_attn_ref(*leaves, mask, *settings)
-    return [out.detach(), *torch.autograd.grad(out, leaves[:3], grad_out.to(dtype))]
+    present = [t for t in leaves if t is not None]
+    return [out.detach(), *torch.autograd.grad(out, present, grad_out.to(dtype))]
 
 
 def run_emulated(ops, inputs, mask, grad_out, dtype, settings, tile, fused=False, staged=False,
                  recompute=False):
-    """out, d_dep, d_head, d_value of the emulated kernels on inputs cast to dtype. recompute:
+    """out, d_dep, d_head, d_value, d_bias ([0] without a bias) of the emulated kernels on
+    inputs cast to dtype. recompute:
     the forward saves no lse, and the backward gets empty out and lse (it recomputes them)."""
     xs = [None if t is None else t.to(dtype) for t in inputs]
     out, lse = ops.fwd(*xs, mask, *settings, tile, staged, not recompute)
@@ -92,7 +95,7 @@ def check(ops, dtype, direction, n, block_len, mask_kind, tile, B=3, d=70, scale
     low = dtype in (torch.float16, torch.bfloat16)
     if low:  # the flash-attention rule: at most twice the error of the reference in dtype
         same = reference(inputs, mask, grad_out, settings, dtype)
-    for i, name in enumerate(("out", "d_dep", "d_head", "d_value")):
+    for i, name in enumerate(("out", "d_dep", "d_head", "d_value", "d_bias")[:len(want)]):
         g, w = got[i], want[i]
         assert g.dtype == dtype and torch.isfinite(g).all(), f"{name}: unwritten or non-finite"
         err = (g.double() - w).abs().max().item() if g.numel() else 0.0

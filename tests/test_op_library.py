@@ -29,6 +29,20 @@ def test_opcheck_public_and_bwd():
     torch.library.opcheck(torch.ops.blosa.masked_block_attn_bwd, bwd_args)
 
 
+@pytest.mark.parametrize("with_bias", [True, False])
+def test_bwd_returns_d_bias_the_sum_of_d_head(with_bias):
+    # z = dep_i + head_j + bias: d_bias is d_head summed over batch and queries; [0] without a bias.
+    dep, head, value, bias, mask = sample_args(with_bias=with_bias, case=("d_bias",))
+    out, lse = torch.ops.blosa.masked_block_attn_fwd(dep, head, value, bias, mask, 3, "all", 5.0)
+    grad_out = torch.randn(out.shape, dtype=out.dtype, generator=generator_for("d_bias", with_bias))
+    _, d_head, _, d_bias = torch.ops.blosa.masked_block_attn_bwd(grad_out, dep, head, value, bias, mask,
+                                                                 out, lse, 3, "all", 5.0)
+    if with_bias:
+        torch.testing.assert_close(d_bias, d_head.sum(dim=(0, 1)), rtol=1e-12, atol=1e-12)
+    else:
+        assert d_bias.shape == (0,)
+
+
 def test_lse_is_inf_exactly_where_a_query_has_no_key():
     dep, head, value, bias, mask = sample_args()
     _, lse = torch.ops.blosa.masked_block_attn_fwd(dep, head, value, bias, mask, 3, "forward", 5.0)

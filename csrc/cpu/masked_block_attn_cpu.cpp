@@ -58,7 +58,7 @@ std::tuple<at::Tensor, at::Tensor> forward_cpu(const at::Tensor& dep_in, const a
   return {out, lse};
 }
 
-std::tuple<at::Tensor, at::Tensor, at::Tensor> backward_cpu(
+std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> backward_cpu(
     const at::Tensor& grad_out_in, const at::Tensor& dep_in, const at::Tensor& head_in,
     const at::Tensor& value_in, const std::optional<at::Tensor>& bias_in,
     const std::optional<at::Tensor>& mask_in, const at::Tensor& out_in, const at::Tensor& lse_in,
@@ -74,7 +74,11 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> backward_cpu(
   const auto mask = contiguous(mask_in);
   at::Tensor d_dep = at::zeros_like(dep), d_head = at::zeros_like(dep),
              d_value = at::zeros_like(dep);
-  if (dep.numel() == 0) return {d_dep, d_head, d_value};
+  // z = dep_i + head_j + bias, so d_bias is d_head summed over batch and queries.
+  const auto bias_grad = [&] {
+    return bias ? d_head.sum(at::IntArrayRef{0, 1}) : at::empty({0}, dep.options());
+  };
+  if (dep.numel() == 0) return {d_dep, d_head, d_value, bias_grad()};
   const cpu::AttnShape s = shape_of(dep, block_len, dir, scale);
   const bool saved = !is_no_lse(lse);  // else the kernels recompute out and lse
   AT_DISPATCH_FLOATING_TYPES(dep.scalar_type(), "masked_block_attn_bwd_cpu", [&] {
@@ -86,7 +90,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> backward_cpu(
                             d_dep.data_ptr<scalar_t>(), d_head.data_ptr<scalar_t>(),
                             d_value.data_ptr<scalar_t>());
   });
-  return {d_dep, d_head, d_value};
+  return {d_dep, d_head, d_value, bias_grad()};
 }
 
 }  // namespace

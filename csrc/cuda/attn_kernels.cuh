@@ -69,6 +69,8 @@ struct Args {
   T* d_dep;           // backward outputs
   T* d_head;
   T* d_value;
+  A* d_bias_part;     // small blocks: d_head summed over each block's queries, unrounded,
+                      // [B · nblocks, d] (null: not wanted); the caller sums it over blocks
   int64_t B, n, d;
   int64_t r;          // resolved block length, 1 <= r <= n
   int64_t nblocks;    // ceil(n / r)
@@ -245,19 +247,19 @@ __device__ __forceinline__ QueryRow<A> query_values(const Args<T, A>& p,
 // ---------------------------------------------------------------------------------------------
 
 struct SmallIndex {
-  int64_t k, row0;  // feature; row (b·n + position) of the block's first token
-  int len;          // tokens in this block (the last one may be shorter)
+  int64_t bb, k, row0;  // b · nblocks + block; feature; row (b·n + position) of its first token
+  int len;              // tokens in this block (the last one may be shorter)
 };
 
 template <typename T, typename A>
 __device__ __forceinline__ bool small_index(const Args<T, A>& p, SmallIndex& s) {
   const int64_t gid = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (gid >= p.B * p.nblocks * p.d) return false;
-  const int64_t bb = gid / p.d;  // b · nblocks + block
-  s.k = gid - bb * p.d;
-  const int64_t start = (bb % p.nblocks) * p.r;
+  s.bb = gid / p.d;
+  s.k = gid - s.bb * p.d;
+  const int64_t start = (s.bb % p.nblocks) * p.r;
   s.len = static_cast<int>(min(p.r, p.n - start));
-  s.row0 = (bb / p.nblocks) * p.n + start;
+  s.row0 = (s.bb / p.nblocks) * p.n + start;
   return true;
 }
 
@@ -320,6 +322,23 @@ __global__ void __launch_bounds__(kSmallThreads) forward_small(const Args<T, A> 
   }
 }
 
+// The small backward kernels' last stores: d_dep and d_value of the block's rows, and the
+// block's d_head sum (d_bias's part; z = dep_i + head_j + bias, so d_bias = sum of d_head),
+// summed unrounded here so that the caller adds n / r times fewer, unrounded, numbers.
+template <typename T, typename A>
+__device__ __forceinline__ void store_small_key_grads(const Args<T, A>& p, const SmallIndex& s,
+                                                      const A* dd, const A* dv, A d_bias) {
+#pragma unroll
+  for (int i = 0; i < kSmallMax; ++i) {
+    if (i < s.len) {
+      const int64_t off = (s.row0 + i) * p.d + s.k;
+      p.d_dep[off] = static_cast<T>(dd[i]);
+      p.d_value[off] = static_cast<T>(dv[i]);
+    }
+  }
+  if (p.d_bias_part != nullptr) p.d_bias_part[s.bb * p.d + s.k] = d_bias;
+}
+
 template <typename T, typename A, Direction D>
 __global__ void __launch_bounds__(kSmallThreads) backward_small(const Args<T, A> p) {
   SmallIndex s;
@@ -327,6 +346,7 @@ __global__ void __launch_bounds__(kSmallThreads) backward_small(const Args<T, A>
   const A qbias = p.bias ? static_cast<A>(p.bias[s.k]) : A(0);
   A xk[kSmallMax], xq[kSmallMax], v[kSmallMax], g[kSmallMax], o[kSmallMax], l2[kSmallMax];
   A dd[kSmallMax], dv[kSmallMax];
+  A d_bias = A(0);  // this block's d_head summed, for d_bias
   bool real[kSmallMax];
   KeyLoad<T> key[kSmallMax];
   QueryLoad<T, A> query[kSmallMax];
@@ -372,17 +392,12 @@ __global__ void __launch_bounds__(kSmallThreads) backward_small(const Args<T, A>
           }
         }
       }
-      p.d_head[(s.row0 + j) * p.d + s.k] = static_cast<T>(head_grad(g[j], ha, hs, hr));
+      const A dh = head_grad(g[j], ha, hs, hr);
+      p.d_head[(s.row0 + j) * p.d + s.k] = static_cast<T>(dh);
+      d_bias += dh;
     }
   }
-#pragma unroll
-  for (int i = 0; i < kSmallMax; ++i) {
-    if (i < s.len) {
-      const int64_t off = (s.row0 + i) * p.d + s.k;
-      p.d_dep[off] = static_cast<T>(dd[i]);
-      p.d_value[off] = static_cast<T>(dv[i]);
-    }
-  }
+  store_small_key_grads(p, s, dd, dv, d_bias);
 }
 
 // backward_small for a forward that saved neither out nor lse (blocks of at most
@@ -398,6 +413,7 @@ __global__ void __launch_bounds__(kSmallThreads) backward_small_recompute(const 
   const A qbias = p.bias ? static_cast<A>(p.bias[s.k]) : A(0);
   A xk[kSmallMax], xq[kSmallMax], v[kSmallMax], g[kSmallMax];
   A dd[kSmallMax], dv[kSmallMax];
+  A d_bias = A(0);  // this block's d_head summed, for d_bias
   bool real[kSmallMax];
   KeyLoad<T> key[kSmallMax];
   T head[kSmallMax], grad[kSmallMax];
@@ -459,17 +475,12 @@ __global__ void __launch_bounds__(kSmallThreads) backward_small_recompute(const 
           }
         }
       }
-      p.d_head[(s.row0 + j) * p.d + s.k] = static_cast<T>(head_grad(g[j], ha, hs, hr));
+      const A dh = head_grad(g[j], ha, hs, hr);
+      p.d_head[(s.row0 + j) * p.d + s.k] = static_cast<T>(dh);
+      d_bias += dh;
     }
   }
-#pragma unroll
-  for (int i = 0; i < kSmallMax; ++i) {
-    if (i < s.len) {
-      const int64_t off = (s.row0 + i) * p.d + s.k;
-      p.d_dep[off] = static_cast<T>(dd[i]);
-      p.d_value[off] = static_cast<T>(dv[i]);
-    }
-  }
+  store_small_key_grads(p, s, dd, dv, d_bias);
 }
 
 // ---------------------------------------------------------------------------------------------

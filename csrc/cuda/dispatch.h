@@ -246,16 +246,18 @@ void run_forward(const at::Tensor& dep, const at::Tensor& head, const at::Tensor
   with_base_args(dep, head, value, bias, mask, block_len, direction, scale, forward);
 }
 
-// The backward on contiguous tensors, into d_dep, d_head and d_value allocated by the caller.
-// An empty lse (is_no_lse) means the forward saved neither out nor lse: small blocks recompute
-// them inside the backward kernel; longer ones run the forward first, into temporaries.
+// The backward on contiguous tensors, into d_dep, d_head, d_value and, when bias is given,
+// d_bias ([d]) allocated by the caller. An empty lse (is_no_lse) means the forward saved
+// neither out nor lse: small blocks recompute them inside the backward kernel; longer ones run
+// the forward first, into temporaries. d_bias sums d_head over batch and queries: for small
+// blocks the kernel's per-block sums (float, unrounded), otherwise d_head itself.
 template <typename Launch>
 void run_backward(const at::Tensor& grad_out, const at::Tensor& dep, const at::Tensor& head,
                   const at::Tensor& value, const std::optional<at::Tensor>& bias,
                   const std::optional<at::Tensor>& mask, const at::Tensor& out,
                   const at::Tensor& lse, int64_t block_len, const std::string& direction,
                   double scale, TiledOptions opt, at::Tensor& d_dep, at::Tensor& d_head,
-                  at::Tensor& d_value, Launch&& launch) {
+                  at::Tensor& d_value, at::Tensor& d_bias, Launch&& launch) {
   const auto backward = [&](auto a) {
     using T = typename decltype(a)::Scalar;
     using A = typename decltype(a)::Accumulator;
@@ -275,6 +277,11 @@ void run_backward(const at::Tensor& grad_out, const at::Tensor& dep, const at::T
     a.d_dep = d_dep.data_ptr<T>();
     a.d_head = d_head.data_ptr<T>();
     a.d_value = d_value.data_ptr<T>();
+    const bool block_sums = bias.has_value() && a.r <= kSmallMax;
+    const at::Tensor d_bias_part =
+        block_sums ? at::empty({a.B * a.nblocks, a.d}, dep.options().dtype(lse_dtype(dep.scalar_type())))
+                   : at::Tensor();
+    a.d_bias_part = block_sums ? d_bias_part.data_ptr<A>() : nullptr;
     // The fused backward's per-span sums, when a block has several spans.
     const int64_t spans = fused_spans(a, opt);
     const at::Tensor head_sums =
@@ -282,6 +289,11 @@ void run_backward(const at::Tensor& grad_out, const at::Tensor& dep, const at::T
                   : at::Tensor();
     dispatch_backward(a, scale, opt, spans, spans > 1 ? head_sums.data_ptr<A>() : nullptr,
                       launch);
+    if (block_sums) {
+      d_bias.copy_(d_bias_part.sum(0));
+    } else if (bias.has_value()) {
+      at::sum_out(d_bias, d_head, at::IntArrayRef{0, 1});
+    }
   };
   with_base_args(dep, head, value, bias, mask, block_len, direction, scale, backward);
 }

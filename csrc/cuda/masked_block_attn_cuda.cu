@@ -109,7 +109,7 @@ std::tuple<at::Tensor, at::Tensor> forward_cuda(const at::Tensor& dep_in, const 
   return {out, lse};
 }
 
-std::tuple<at::Tensor, at::Tensor, at::Tensor> backward_cuda(
+std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> backward_cuda(
     const at::Tensor& grad_out_in, const at::Tensor& dep_in, const at::Tensor& head_in,
     const at::Tensor& value_in, const std::optional<at::Tensor>& bias_in,
     const std::optional<at::Tensor>& mask_in, const at::Tensor& out_in, const at::Tensor& lse_in,
@@ -127,11 +127,12 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> backward_cuda(
   const auto mask = contiguous(mask_in);
   at::Tensor d_dep = at::empty(dep.sizes(), dep.options()),
              d_head = at::empty(dep.sizes(), dep.options()),
-             d_value = at::empty(dep.sizes(), dep.options());
-  if (dep.numel() == 0) return {d_dep, d_head, d_value};
+             d_value = at::empty(dep.sizes(), dep.options()),
+             d_bias = at::empty({bias ? dep.size(2) : 0}, dep.options());
+  if (dep.numel() == 0) return {d_dep, d_head, d_value, d_bias.zero_()};
   cuda::run_backward(grad_out, dep, head, value, bias, mask, out, lse, block_len, dir, scale, opt,
-                     d_dep, d_head, d_value, GpuLaunch{c10::cuda::getCurrentCUDAStream()});
-  return {d_dep, d_head, d_value};
+                     d_dep, d_head, d_value, d_bias, GpuLaunch{c10::cuda::getCurrentCUDAStream()});
+  return {d_dep, d_head, d_value, d_bias};
 }
 
 }  // namespace

@@ -7,8 +7,10 @@ The C++ extension (csrc/) defines three ops:
                          ones recompute it in the backward kernel, for free)
   masked_block_attn_fwd  -> (out [B, n, d], lse [B, n, d]); lse = +inf where a query has no key;
                          with compute_lse=False lse is empty ([0]) and never written
-  masked_block_attn_bwd  -> (d_dep, d_head, d_value), recomputing probabilities from lse; given
-                         an empty lse, recomputing out and lse too (out may then be empty)
+  masked_block_attn_bwd  -> (d_dep, d_head, d_value, d_bias), recomputing probabilities from
+                         lse; given an empty lse, recomputing out and lse too (out may then be
+                         empty). d_bias [d] (d_head summed over batch and queries), or [0]
+                         without a bias
 Autograd of _fwd is C++ too (csrc/autograd.cpp); this module gives the ops their fake (meta)
 kernels, so that torch.compile can trace them, and picks the backend of a call.
 """
@@ -49,7 +51,8 @@ def _fwd_fake(dep, head, value, bias, mask, block_len, direction, scale, compute
 
 @torch.library.register_fake("blosa::masked_block_attn_bwd")
 def _bwd_fake(grad_out, dep, head, value, bias, mask, out, lse, block_len, direction, scale):
-    return torch.empty_like(dep), torch.empty_like(head), torch.empty_like(value)
+    d_bias = dep.new_empty(dep.shape[-1] if bias is not None else 0)
+    return torch.empty_like(dep), torch.empty_like(head), torch.empty_like(value), d_bias
 
 
 # Read once at import: torch.compile cannot trace the dispatcher query itself.

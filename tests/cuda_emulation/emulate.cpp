@@ -51,7 +51,7 @@ std::tuple<at::Tensor, at::Tensor> fwd(const at::Tensor& dep_in, const at::Tenso
   return {out, lse};
 }
 
-std::tuple<at::Tensor, at::Tensor, at::Tensor> bwd(
+std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> bwd(
     const at::Tensor& grad_out_in, const at::Tensor& dep_in, const at::Tensor& head_in,
     const at::Tensor& value_in, const std::optional<at::Tensor>& bias,
     const std::optional<at::Tensor>& mask, const at::Tensor& out_in, const at::Tensor& lse_in,
@@ -61,13 +61,14 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> bwd(
                    out = out_in.contiguous(), lse = lse_in.contiguous();
   const auto bias_c = blosa::contiguous(bias), mask_c = blosa::contiguous(mask);
   at::Tensor d_dep = at::full_like(dep, NAN), d_head = at::full_like(dep, NAN),
-             d_value = at::full_like(dep, NAN);
-  if (dep.numel() == 0) return {d_dep, d_head, d_value};
+             d_value = at::full_like(dep, NAN),
+             d_bias = at::full({bias ? dep.size(2) : 0}, NAN, dep.options());
+  if (dep.numel() == 0) return {d_dep, d_head, d_value, d_bias.zero_()};
   const blosa::cuda::TiledOptions opt{static_cast<int>(tile), fused};
   blosa::cuda::run_backward(grad_out, dep, head, value, bias_c, mask_c, out, lse, block_len,
-                            std::string(direction), scale, opt, d_dep, d_head, d_value,
+                            std::string(direction), scale, opt, d_dep, d_head, d_value, d_bias,
                             EmulatedLaunch{});
-  return {d_dep, d_head, d_value};
+  return {d_dep, d_head, d_value, d_bias};
 }
 
 }  // namespace
@@ -79,7 +80,7 @@ TORCH_LIBRARY(blosa_emulated, m) {
   m.def(
       "bwd(Tensor grad_out, Tensor dep, Tensor head, Tensor value, Tensor? bias, Tensor? mask, "
       "Tensor out, Tensor lse, int block_len, str direction, float scale, int tile, bool fused) "
-      "-> (Tensor, Tensor, Tensor)");
+      "-> (Tensor, Tensor, Tensor, Tensor)");
 }
 
 TORCH_LIBRARY_IMPL(blosa_emulated, CPU, m) {

@@ -124,6 +124,21 @@ def test_queries_without_keys_get_exact_zeros_and_inf_lse(request, path):
     assert (d_head[no_key] == 0).all() and (d_dep[pad] == 0).all() and (d_value[pad] == 0).all()
 
 
+@pytest.mark.parametrize("direction", DIRECTIONS)
+@pytest.mark.parametrize("block_len", [1, 4, 0])  # 4 leaves a short last block at n = 11
+def test_per_block_backward_writes_every_gradient(monkeypatch, direction, block_len):
+    # The per-block backward allocates its outputs with torch.empty_like and writes every row
+    # itself (d_head's rows that can have no key too): NaN-filled allocations make a row it
+    # leaves unwritten fail against the reference.
+    empty_like = torch.empty_like
+    monkeypatch.setattr(torch, "empty_like", lambda t, **kw: empty_like(t, **kw).fill_(float("nan")))
+    seed = seed_of(direction, block_len, "nan-filled")
+    inputs = make_inputs(2, 11, 5, "holes", True, seed, torch.float32, DEVICE)
+    settings = (block_len, direction, 5.0)
+    check(("nan-filled", direction, block_len), run(masked_block_attn_triton, *inputs, *settings),
+          reference64(*inputs, *settings))
+
+
 def test_all_padding_batch_gives_zero_everything():
     dep, head, value, bias, _, grad = make_inputs(2, 6, 3, "none", True, 8, torch.float32, DEVICE)
     mask = torch.zeros(2, 6, dtype=torch.bool, device=DEVICE)
