@@ -124,13 +124,14 @@ def measure(backend, dtype, B, n, d, block_len, mode):
 
 
 # Read by the CUDA launcher at every call (csrc/cuda/masked_block_attn_cuda.cu).
-TUNING_VARIABLES = ("BLOSA_CUDA_TILE", "BLOSA_CUDA_BACKWARD", "BLOSA_CUDA_FORWARD")
+TUNING_VARIABLES = ("BLOSA_CUDA_TILE", "BLOSA_CUDA_BACKWARD", "BLOSA_CUDA_FORWARD",
+                    "BLOSA_CUDA_SMALL_VEC")
 
 
 def variant_env(variant: str) -> dict[str, str]:
     """Environment of a CUDA kernel variant: "+"-joined parts, "tileN" (BLOSA_CUDA_TILE=N),
-    "fused" (BLOSA_CUDA_BACKWARD=fused) and "staged" (BLOSA_CUDA_FORWARD=staged), e.g.
-    "tile4+fused"."""
+    "fused" (BLOSA_CUDA_BACKWARD=fused), "staged" (BLOSA_CUDA_FORWARD=staged) and "vecN"
+    (BLOSA_CUDA_SMALL_VEC=N), e.g. "tile4+fused"."""
     env = {}
     for part in variant.split("+"):
         if part.startswith("tile") and part[4:].isdigit():
@@ -139,10 +140,19 @@ def variant_env(variant: str) -> dict[str, str]:
             env["BLOSA_CUDA_BACKWARD"] = "fused"
         elif part == "staged":
             env["BLOSA_CUDA_FORWARD"] = "staged"
+        elif part.startswith("vec") and part[3:].isdigit():
+            env["BLOSA_CUDA_SMALL_VEC"] = part[3:]
         else:
             raise ValueError(f"unknown CUDA variant part {part!r} in {variant!r} "
-                             "(tileN, fused, staged)")
+                             "(tileN, fused, staged, vecN)")
     return env
+
+
+def variant_config(variant: str):
+    """The config a CUDA variant changes the kernels of: r = 8 for "vecN" (the small-block
+    kernels' vector width), else one block (the tiled kernels)."""
+    small = any(part.startswith("vec") for part in variant.split("+"))
+    return next(c for c in CONFIGS if c[0] == ("r=8" if small else "one block"))
 
 
 # Triton variants set attributes of blosa_kernels.configs, which the launcher reads at each call.
@@ -167,21 +177,22 @@ def triton_variant_settings(variant: str) -> dict:
 def jobs(backends, cuda_variants, triton_variants=()):
     """(label, backend, variant settings, dtype name, config, mode) of every measurement: each
     backend on every config; after a backend's own, each of its kernel variants in every dtype
-    on the one-block config (the variants change only the kernels of blocks longer than 8 and
-    64), the CUDA ones before any Triton job so that a slow first Triton compile cannot crowd
-    them out. Settings: environment variables (CUDA) or blosa_kernels.configs attributes."""
+    on the config whose kernels it changes (one block, or r = 8 for "vecN"; forward and
+    forward+backward), the CUDA ones before any Triton job so that a slow first Triton compile
+    cannot crowd them out. Settings: environment variables (CUDA) or blosa_kernels.configs
+    attributes."""
     one_block = next(c for c in CONFIGS if c[0] == "one block")
     for backend in backends:
         for dname in DTYPES:
             for config in CONFIGS:
                 for mode in config[5]:
                     yield backend, backend, {}, dname, config, mode
-        variants = {"cuda": [(v, variant_env(v)) for v in cuda_variants],
-                    "triton": [(v, triton_variant_settings(v)) for v in triton_variants]}
-        for variant, settings in variants.get(backend, []):
+        variants = {"cuda": [(v, variant_env(v), variant_config(v)) for v in cuda_variants],
+                    "triton": [(v, triton_variant_settings(v), one_block) for v in triton_variants]}
+        for variant, settings, config in variants.get(backend, []):
             for dname in DTYPES:
-                for mode in one_block[5]:
-                    yield f"{backend} {variant}", backend, settings, dname, one_block, mode
+                for mode in ("fwd", "fwd+bwd"):
+                    yield f"{backend} {variant}", backend, settings, dname, config, mode
 
 
 @contextlib.contextmanager

@@ -139,6 +139,47 @@ def test_saved_and_recomputed_lse(dtype, direction, n, block_len):
     check(dtype, direction, block_len, "holes", n=n, kern=forward_op(compute_lse))
 
 
+@pytest.mark.parametrize("n, block_len, d", ((11, 1, 70), (11, 3, 70), (45, 8, 70), (11, 5, 33)))
+@pytest.mark.parametrize("direction", DIRECTIONS)
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_two_features_per_thread(monkeypatch, dtype, direction, n, block_len, d):
+    # BLOSA_CUDA_SMALL_VEC=2: the small-block forward and recomputing backward load two
+    # features per access (d = 33 and float64 fall back to one), training and inference.
+    monkeypatch.setenv("BLOSA_CUDA_SMALL_VEC", "2")
+    check(dtype, direction, block_len, "holes", n=n, d=d)
+    with torch.no_grad():
+        forward_without_lse = forward_op(False)
+        gen = generator_for("vec2-inference", dtype, direction, n, block_len, d)
+        inputs, mask, _ = make_case(2, n, d, gen, True, "holes")
+        xs = [t.to(DEV, dtype) for t in inputs]
+        got = forward_without_lse(*xs, mask.to(DEV), block_len, direction, 5.0)
+        monkeypatch.setenv("BLOSA_CUDA_SMALL_VEC", "1")
+        want = forward_without_lse(*xs, mask.to(DEV), block_len, direction, 5.0)
+    assert torch.equal(got, want)  # each feature's arithmetic is the same at either width
+
+
+def test_two_features_per_thread_falls_back_on_misaligned_rows(monkeypatch):
+    # A contiguous view one element into its storage: rows no longer start on a two-element
+    # boundary, so the kernels must take one feature per thread (a misaligned vector load
+    # would fault).
+    monkeypatch.setenv("BLOSA_CUDA_SMALL_VEC", "2")
+    gen = generator_for("vec2-misaligned")
+    B, n, d = 2, 16, 40
+    inputs, mask, grad_out = make_case(B, n, d, gen, True, "holes")
+    for dtype in (torch.float32, torch.bfloat16):
+        def shifted(t):
+            storage = torch.empty(t.numel() + 1, device=DEV, dtype=dtype)
+            view = storage[1:].view(t.shape)
+            view.copy_(t)
+            return view.requires_grad_()
+        xs = [shifted(t) for t in inputs[:3]] + [inputs[3].to(DEV, dtype).requires_grad_()]
+        out = masked_block_attn(*xs, mask.to(DEV), 8, "forward", 5.0, backend="cuda")
+        grads = torch.autograd.grad(out, xs, grad_out.to(DEV, dtype))
+        want = run(masked_block_attn_ref, inputs, mask, grad_out, torch.float64, 8, "forward", 5.0)
+        for g, w in zip([out, *grads], want):
+            assert (g.double() - w.to(DEV)).abs().max().item() < 0.1 * max(w.abs().max().item(), 1.0)
+
+
 @pytest.mark.parametrize("direction", DIRECTIONS)
 @pytest.mark.parametrize("dtype", (torch.float32, torch.bfloat16, torch.float64), ids=str)
 def test_tiles_of_4_rows(monkeypatch, dtype, direction):

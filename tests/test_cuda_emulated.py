@@ -66,31 +66,32 @@ def reference(inputs, mask, grad_out, settings, dtype=torch.float64):
 
 
 def run_emulated(ops, inputs, mask, grad_out, dtype, settings, tile, fused=False, staged=False,
-                 recompute=False):
+                 recompute=False, small_vec=1):
     """out, d_dep, d_head, d_value, d_bias ([0] without a bias) of the emulated kernels on
     inputs cast to dtype. recompute:
-    the forward saves no lse, and the backward gets empty out and lse (it recomputes them)."""
+    the forward saves no lse, and the backward gets empty out and lse (it recomputes them).
+    small_vec: features per thread of the small-block kernels that allow it."""
     xs = [None if t is None else t.to(dtype) for t in inputs]
-    out, lse = ops.fwd(*xs, mask, *settings, tile, staged, not recompute)
+    out, lse = ops.fwd(*xs, mask, *settings, tile, staged, not recompute, small_vec)
     saved_out = out.new_empty(0) if recompute else out
-    grads = ops.bwd(grad_out.to(dtype), *xs, mask, saved_out, lse, *settings, tile, fused)
+    grads = ops.bwd(grad_out.to(dtype), *xs, mask, saved_out, lse, *settings, tile, fused, small_vec)
     return [out, *grads], lse
 
 
 def check(ops, dtype, direction, n, block_len, mask_kind, tile, B=3, d=70, scale=None,
-          spread=2.0, fused=False, staged=False, recompute=False):
+          spread=2.0, fused=False, staged=False, recompute=False, small_vec=1):
     """Emulated kernels (tile rows per thread; the fused backward or the split one, the staged
     forward or the streaming one, a backward from saved out and lse or recomputing them) against
     the reference, out and the three input gradients."""
     gen = generator_for("emulated", dtype, direction, n, block_len, mask_kind, tile, d, scale,
-                        fused, staged, recompute)
+                        fused, staged, recompute, small_vec)
     with_bias = bool(torch.randint(0, 2, (1,), generator=gen))
     if scale is None:
         scale = (0.5, 5.0, 17.0, 100.0)[int(torch.randint(0, 4, (1,), generator=gen))]
     inputs, mask, grad_out = make_case(B, n, d, gen, with_bias, mask_kind, spread)
     settings = (block_len, direction, scale)
     got, lse = run_emulated(ops, inputs, mask, grad_out, dtype, settings, tile, fused, staged,
-                            recompute)
+                            recompute, small_vec)
     want = reference(inputs, mask, grad_out, settings)
     low = dtype in (torch.float16, torch.bfloat16)
     if low:  # the flash-attention rule: at most twice the error of the reference in dtype
@@ -107,7 +108,7 @@ def check(ops, dtype, direction, n, block_len, mask_kind, tile, B=3, d=70, scale
             bound = REL[dtype] * max(size, 1.0)
         assert err <= bound, (f"{name} ({dtype}, {direction}, n={n}, r={block_len}, {mask_kind}, "
                               f"tile {tile}, fused {fused}, staged {staged}, recompute {recompute}, "
-                              f"c={scale}): error {err:.3g} > {bound:.3g}")
+                              f"vec {small_vec}, c={scale}): error {err:.3g} > {bound:.3g}")
     if mask is not None:  # padding queries: out 0, no gradient, lse +inf
         pad = ~mask
         assert (got[0][pad] == 0).all() and (got[2][pad] == 0).all()
@@ -166,6 +167,41 @@ def test_recomputing_backward_every_scale(emulated, block_len, scale):
     for direction in DIRECTIONS:
         check(emulated, torch.float32, direction, 13, block_len, "holes", 8, d=33, scale=scale,
               spread=min(scale, 8.0), recompute=True)
+
+
+# Two features per thread in the small-block forward and recomputing backward
+# (BLOSA_CUDA_SMALL_VEC=2): d = 70 takes them; odd d, float64 and the backward from a saved lse
+# fall back to one.
+@pytest.mark.parametrize("recompute", [True, False])
+@pytest.mark.parametrize("dtype", (torch.float32, torch.bfloat16, torch.float16, torch.float64),
+                         ids=str)
+@pytest.mark.parametrize("n, block_len, d", [(11, 1, 70), (11, 3, 70), (45, 8, 70), (11, 5, 33),
+                                             (9, 8, 2)])
+@pytest.mark.parametrize("direction", DIRECTIONS)
+def test_two_features_per_thread(emulated, direction, n, block_len, d, dtype, recompute):
+    check(emulated, dtype, direction, n, block_len, "holes", 8, d=d, recompute=recompute,
+          small_vec=2)
+
+
+@pytest.mark.parametrize("scale", (5.0, 100.0))  # both pivot paths
+def test_two_features_per_thread_every_mask(emulated, scale):
+    for mask_kind in MASK_KINDS:
+        for direction in DIRECTIONS:
+            check(emulated, torch.float32, direction, 13, 4, mask_kind, 8, d=34, scale=scale,
+                  spread=min(scale, 8.0), recompute=True, small_vec=2)
+
+
+def test_two_features_per_thread_same_results_as_one(emulated):
+    # Each feature's arithmetic is the same at either width, in the same order: bitwise equal.
+    gen = generator_for("vec2-vs-vec1")
+    inputs, mask, grad_out = make_case(3, 21, 40, gen, True, "holes")
+    settings = (8, "forward", 5.0)
+    one, _ = run_emulated(emulated, inputs, mask, grad_out, torch.bfloat16, settings, 8,
+                          recompute=True)
+    two, _ = run_emulated(emulated, inputs, mask, grad_out, torch.bfloat16, settings, 8,
+                          recompute=True, small_vec=2)
+    for name, a, b in zip(("out", "d_dep", "d_head", "d_value", "d_bias"), one, two):
+        assert torch.equal(a, b), name
 
 
 # The fused backward (float accumulation only) and the staged forward, in blocks of one span
@@ -237,6 +273,21 @@ def test_odd_sizes(emulated, direction, n, d):
         check(emulated, torch.float64, direction, n, block_len, "holes", tile, B=2, d=d)
         check(emulated, torch.float32, direction, n, block_len, "holes", tile, B=2, d=d,
               fused=True, staged=True)
+
+
+def test_fast_divisor_divides_exactly(emulated):
+    # The small kernels' thread index divides by d / V and by the number of blocks with
+    # FastDivisor (multiply-high, add, shift), exact for dividends below 2^31.
+    gen = generator_for("fast-divisor")
+    top = 2**31 - 1
+    divisors = [1, 2, 3, 7, 35, 48, 150, 300, 4096, 65535, 2**30, 2**31 - 1]
+    divisors += torch.randint(1, top, (20,), generator=gen).tolist()
+    for divisor in divisors:
+        multiple = divisor * min(5, top // divisor)  # the largest of 5 · divisor in range
+        n = torch.cat([torch.randint(0, top, (2000,), generator=gen),
+                       torch.tensor([0, 1, divisor - 1, divisor, min(divisor + 1, top), top - 1, top]),
+                       torch.arange(multiple - 3, min(multiple + 3, top + 1)).clamp(min=0)])
+        assert torch.equal(emulated.fast_div(divisor, n), n // divisor), divisor
 
 
 def test_matches_the_cpu_kernels(emulated):

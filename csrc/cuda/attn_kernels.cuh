@@ -50,6 +50,37 @@ constexpr int kSmallMax = 8;         // longest block of the register-resident k
 constexpr int kSmallThreads = 256;   // threads per block of those kernels
 constexpr int kWarps = 8;            // warps per thread block in the tiled kernels
 
+// a * b / 2^32 of 32-bit unsigned integers.
+__device__ __forceinline__ uint32_t umulhi32(uint32_t a, uint32_t b) {
+#if defined(__CUDA_ARCH__)
+  return __umulhi(a, b);
+#else
+  return static_cast<uint32_t>((static_cast<uint64_t>(a) * b) >> 32);
+#endif
+}
+
+// n / divisor for a divisor fixed at launch, in a multiply-high, an add and a shift (Granlund
+// and Montgomery's method, as PyTorch's IntDivider): exact for n < 2^31. The small kernels'
+// thread index took three 64-bit divisions, a long instruction sequence (with a MUFU.RCP
+// each) beside a thread's 28 pairs at r = 8.
+struct FastDivisor {
+  uint32_t magic = 1, shift = 0;
+
+  static FastDivisor of(uint32_t divisor) {  // host side; divisor >= 1
+    FastDivisor f;
+    while ((uint64_t(1) << f.shift) < divisor) ++f.shift;
+    // < 2^32, since 2^shift < 2 · divisor.
+    f.magic = static_cast<uint32_t>(
+        ((uint64_t(1) << 32) * ((uint64_t(1) << f.shift) - divisor)) / divisor + 1);
+    return f;
+  }
+
+  // t <= n, so t + n < 2^32 for n < 2^31.
+  __device__ __forceinline__ uint32_t div(uint32_t n) const {
+    return (umulhi32(n, magic) + n) >> shift;
+  }
+};
+
 // Everything a kernel needs; pointers not used by a kernel are null. All tensors are
 // contiguous [B, n, d] (bias [d], mask [B, n]); lse is float (double for double inputs).
 template <typename T, typename A>
@@ -76,6 +107,10 @@ struct Args {
   int64_t nblocks;    // ceil(n / r)
   Direction dir;
   A c, inv_c, a;      // scale, 1 / scale, scale * log2(e)
+  // The small kernels' thread index (with_small_index in dispatch.h): when index32, every
+  // thread index is below 2^31 and divides by these, else by 64-bit division.
+  bool index32;
+  FastDivisor groups_div, nblocks_div;  // by d / V, by nblocks
 };
 
 template <typename A>
@@ -243,24 +278,78 @@ __device__ __forceinline__ QueryRow<A> query_values(const Args<T, A>& p,
 }
 
 // ---------------------------------------------------------------------------------------------
-// Small blocks: one thread per (batch, block, feature); grid covers B · nblocks · d threads.
+// Small blocks: one thread per (batch, block, V consecutive features); grid covers
+// B · nblocks · d / V threads. V (1 or 2) is the vector width of forward_small and
+// backward_small_recompute (dispatch.h picks it); backward_small has V = 1.
 // ---------------------------------------------------------------------------------------------
 
 struct SmallIndex {
-  int64_t bb, k, row0;  // b · nblocks + block; feature; row (b·n + position) of its first token
+  int64_t bb, k, row0;  // b · nblocks + block; first feature; row (b·n + position) of its
+                        // first token
   int len;              // tokens in this block (the last one may be shorter)
 };
 
-template <typename T, typename A>
+template <int V = 1, typename T, typename A>
 __device__ __forceinline__ bool small_index(const Args<T, A>& p, SmallIndex& s) {
   const int64_t gid = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (gid >= p.B * p.nblocks * p.d) return false;
-  s.bb = gid / p.d;
-  s.k = gid - s.bb * p.d;
-  const int64_t start = (s.bb % p.nblocks) * p.r;
+  const int64_t groups = p.d / V;  // d % V == 0 (dispatch.h)
+  if (gid >= p.B * p.nblocks * groups) return false;
+  int64_t b, block;
+  if (p.index32) {
+    const uint32_t g = static_cast<uint32_t>(gid);
+    const uint32_t bb = p.groups_div.div(g);
+    const uint32_t b32 = p.nblocks_div.div(bb);
+    s.bb = bb;
+    s.k = int64_t(g - bb * static_cast<uint32_t>(groups)) * V;
+    b = b32;
+    block = bb - b32 * static_cast<uint32_t>(p.nblocks);
+  } else {
+    s.bb = gid / groups;
+    s.k = (gid - s.bb * groups) * V;
+    b = s.bb / p.nblocks;
+    block = s.bb - b * p.nblocks;
+  }
+  const int64_t start = block * p.r;
   s.len = static_cast<int>(min(p.r, p.n - start));
-  s.row0 = (s.bb / p.nblocks) * p.n + start;
+  s.row0 = b * p.n + start;
   return true;
+}
+
+// V consecutive features of one row, loaded or stored as one V · sizeof(T)-byte access: at
+// V = 2 a warp's load of bfloat16 moves 128 bytes (a whole cache line) instead of 64, so
+// the same threads keep twice the bytes in flight (the small kernels are latency-bound memory
+// streams; bench/RESULTS.md). Callers check d % V == 0 and the pointers' alignment.
+template <typename T, int V>
+struct alignas(sizeof(T) * V) Pack {
+  T x[V];
+};
+
+// The word a Pack moves as, one access: a struct copy may be split into one access per field,
+// and an 8-byte integer was too (two 4-byte loads for float packs); CUDA's uint2 is not.
+template <size_t kBytes> struct PackWord;
+template <> struct PackWord<2> { using type = unsigned short; };
+template <> struct PackWord<4> { using type = unsigned int; };
+#if defined(__CUDACC__)
+template <> struct PackWord<8> { using type = uint2; };
+#else
+template <> struct PackWord<8> { using type = unsigned long long; };
+#endif
+
+template <int V, typename T>
+__device__ __forceinline__ Pack<T, V> load_pack(const T* base, int64_t off) {
+  using Word = typename PackWord<sizeof(Pack<T, V>)>::type;
+  const Word word = *reinterpret_cast<const Word*>(base + off);
+  Pack<T, V> v;
+  memcpy(&v, &word, sizeof(v));
+  return v;
+}
+
+template <int V, typename T>
+__device__ __forceinline__ void store_pack(T* base, int64_t off, const Pack<T, V>& v) {
+  using Word = typename PackWord<sizeof(Pack<T, V>)>::type;
+  Word word;
+  memcpy(&word, &v, sizeof(v));
+  *reinterpret_cast<Word*>(base + off) = word;
 }
 
 // Row i of the thread's block, clamped to the block's last row. The small kernels load every
@@ -272,52 +361,60 @@ __device__ __forceinline__ int64_t small_row(const SmallIndex& s, int i) {
   return s.row0 + min(i, s.len - 1);
 }
 
-template <typename T, typename A, Direction D, bool kFixed>
+template <typename T, typename A, Direction D, bool kFixed, int V>
 __global__ void __launch_bounds__(kSmallThreads) forward_small(const Args<T, A> p) {
   SmallIndex s;
-  if (!small_index(p, s)) return;
-  const A qbias = p.bias ? static_cast<A>(p.bias[s.k]) : A(0);
-  A xk[kSmallMax], xq[kSmallMax], v[kSmallMax];
-  bool real[kSmallMax];
-  KeyLoad<T> key[kSmallMax];
-  T head[kSmallMax];
+  if (!small_index<V>(p, s)) return;
+  Pack<T, V> dep[kSmallMax], value[kSmallMax], head[kSmallMax], out[kSmallMax];
   int mask[kSmallMax];
+  bool real[kSmallMax];
 #pragma unroll
   for (int i = 0; i < kSmallMax; ++i) {  // every load first, all in flight together
     const int64_t row = small_row(s, i);
-    key[i] = load_key(p, row, s.k);
-    head[i] = p.head[row * p.d + s.k];
+    dep[i] = load_pack<V>(p.dep, row * p.d + s.k);
+    value[i] = load_pack<V>(p.value, row * p.d + s.k);
+    head[i] = load_pack<V>(p.head, row * p.d + s.k);
     mask[i] = mask_byte(p.mask, row);
-    key[i].pin_loads();
+    pin(dep[i]);
+    pin(value[i]);
     pin(head[i]);
     pin(mask[i]);
   }
 #pragma unroll
-  for (int i = 0; i < kSmallMax; ++i) {
-    real[i] = i < s.len && mask[i] != 0;
-    const KeyRow<A> kv = key_values(p, key[i]);
-    xk[i] = kv.xk;
-    v[i] = kv.v;
-    xq[i] = query_x(p, head[i], qbias);
-  }
+  for (int i = 0; i < kSmallMax; ++i) real[i] = i < s.len && mask[i] != 0;
 #pragma unroll
-  for (int j = 0; j < kSmallMax; ++j) {
-    if (j < s.len) {
-      Softmax<A, kFixed> sm;
-      sm.init(p.a);
-      int keys = 0;
-      if (real[j]) {
+  for (int f = 0; f < V; ++f) {  // each feature's softmaxes in turn
+    const A qbias = p.bias ? static_cast<A>(p.bias[s.k + f]) : A(0);
+    A xk[kSmallMax], xq[kSmallMax], v[kSmallMax];
 #pragma unroll
-        for (int i = 0; i < kSmallMax; ++i) {
-          if (pair_ok<D>(i, j) && real[i]) {
-            ++keys;
-            sm.add(tanh_fast(xk[i] + xq[j]), v[i], p.a);
+    for (int i = 0; i < kSmallMax; ++i) {
+      const KeyRow<A> kv = key_values(p, KeyLoad<T>{dep[i].x[f], value[i].x[f]});
+      xk[i] = kv.xk;
+      v[i] = kv.v;
+      xq[i] = query_x(p, head[i].x[f], qbias);
+    }
+#pragma unroll
+    for (int j = 0; j < kSmallMax; ++j) {
+      if (j < s.len) {
+        Softmax<A, kFixed> sm;
+        sm.init(p.a);
+        int keys = 0;
+        if (real[j]) {
+#pragma unroll
+          for (int i = 0; i < kSmallMax; ++i) {
+            if (pair_ok<D>(i, j) && real[i]) {
+              ++keys;
+              sm.add(tanh_fast(xk[i] + xq[j]), v[i], p.a);
+            }
           }
         }
+        out[j].x[f] = static_cast<T>(keys > 0 ? sm.out() : A(0));
+        // The last feature completes the row's pack: stored at once, as at V = 1.
+        if (f == V - 1) store_pack<V>(p.out, (s.row0 + j) * p.d + s.k, out[j]);
+        if (p.lse != nullptr) {
+          p.lse[(s.row0 + j) * p.d + s.k + f] = keys > 0 ? sm.lse() : pos_inf<A>();
+        }
       }
-      const int64_t off = (s.row0 + j) * p.d + s.k;
-      p.out[off] = static_cast<T>(keys > 0 ? sm.out() : A(0));
-      if (p.lse != nullptr) p.lse[off] = keys > 0 ? sm.lse() : pos_inf<A>();
     }
   }
 }
@@ -406,81 +503,100 @@ __global__ void __launch_bounds__(kSmallThreads) backward_small(const Args<T, A>
 // reused by the gradient loop, so a pair still costs one tanh and one exp (and a query one
 // reciprocal), while the kernel reads grad_out, dep, head and value only: no out, no lse.
 // kFixed picks the pivot as forward_small's does.
-template <typename T, typename A, Direction D, bool kFixed>
+template <typename T, typename A, Direction D, bool kFixed, int V>
 __global__ void __launch_bounds__(kSmallThreads) backward_small_recompute(const Args<T, A> p) {
   SmallIndex s;
-  if (!small_index(p, s)) return;
-  const A qbias = p.bias ? static_cast<A>(p.bias[s.k]) : A(0);
-  A xk[kSmallMax], xq[kSmallMax], v[kSmallMax], g[kSmallMax];
-  A dd[kSmallMax], dv[kSmallMax];
-  A d_bias = A(0);  // this block's d_head summed, for d_bias
-  bool real[kSmallMax];
-  KeyLoad<T> key[kSmallMax];
-  T head[kSmallMax], grad[kSmallMax];
+  if (!small_index<V>(p, s)) return;
+  Pack<T, V> dep[kSmallMax], value[kSmallMax], head[kSmallMax], grad[kSmallMax];
+  Pack<T, V> d_dep[kSmallMax], d_value[kSmallMax], d_head[kSmallMax];
   int mask[kSmallMax];
+  bool real[kSmallMax];
 #pragma unroll
   for (int i = 0; i < kSmallMax; ++i) {  // every load first, all in flight together
     const int64_t row = small_row(s, i);
-    key[i] = load_key(p, row, s.k);
-    head[i] = p.head[row * p.d + s.k];
-    grad[i] = p.grad_out[row * p.d + s.k];
+    dep[i] = load_pack<V>(p.dep, row * p.d + s.k);
+    value[i] = load_pack<V>(p.value, row * p.d + s.k);
+    head[i] = load_pack<V>(p.head, row * p.d + s.k);
+    grad[i] = load_pack<V>(p.grad_out, row * p.d + s.k);
     mask[i] = mask_byte(p.mask, row);
-    key[i].pin_loads();
+    pin(dep[i]);
+    pin(value[i]);
     pin(head[i]);
     pin(grad[i]);
     pin(mask[i]);
   }
 #pragma unroll
-  for (int i = 0; i < kSmallMax; ++i) {
-    real[i] = i < s.len && mask[i] != 0;
-    const KeyRow<A> kv = key_values(p, key[i]);
-    xk[i] = kv.xk;
-    v[i] = kv.v;
-    xq[i] = query_x(p, head[i], qbias);
-    g[i] = real[i] ? static_cast<A>(grad[i]) : A(0);  // a padding row passes no gradient
-    dd[i] = dv[i] = A(0);
-  }
+  for (int i = 0; i < kSmallMax; ++i) real[i] = i < s.len && mask[i] != 0;
 #pragma unroll
-  for (int j = 0; j < kSmallMax; ++j) {
-    if (j < s.len) {
-      A ha = A(0), hs = A(0), hr = A(0);  // head_grad sums
-      if (real[j]) {
-        A t[kSmallMax], e[kSmallMax];
-        A m2 = kFixed ? p.a : -p.a;  // the pivot (log2 domain): c, or the largest score
+  for (int f = 0; f < V; ++f) {  // each feature's softmaxes and gradients in turn
+    const A qbias = p.bias ? static_cast<A>(p.bias[s.k + f]) : A(0);
+    A xk[kSmallMax], xq[kSmallMax], v[kSmallMax], g[kSmallMax];
+    A dd[kSmallMax], dv[kSmallMax];
+    A d_bias = A(0);  // this block's d_head summed, for d_bias
 #pragma unroll
-        for (int i = 0; i < kSmallMax; ++i) {
-          if (pair_ok<D>(i, j) && real[i]) {
-            t[i] = tanh_fast(xk[i] + xq[j]);
-            if constexpr (!kFixed) {
-              const A s2 = p.a * t[i];
-              m2 = s2 > m2 ? s2 : m2;
+    for (int i = 0; i < kSmallMax; ++i) {
+      const KeyRow<A> kv = key_values(p, KeyLoad<T>{dep[i].x[f], value[i].x[f]});
+      xk[i] = kv.xk;
+      v[i] = kv.v;
+      xq[i] = query_x(p, head[i].x[f], qbias);
+      g[i] = real[i] ? static_cast<A>(grad[i].x[f]) : A(0);  // a padding row passes no gradient
+      dd[i] = dv[i] = A(0);
+    }
+#pragma unroll
+    for (int j = 0; j < kSmallMax; ++j) {
+      if (j < s.len) {
+        A ha = A(0), hs = A(0), hr = A(0);  // head_grad sums
+        if (real[j]) {
+          A t[kSmallMax], e[kSmallMax];
+          A m2 = kFixed ? p.a : -p.a;  // the pivot (log2 domain): c, or the largest score
+#pragma unroll
+          for (int i = 0; i < kSmallMax; ++i) {
+            if (pair_ok<D>(i, j) && real[i]) {
+              t[i] = tanh_fast(xk[i] + xq[j]);
+              if constexpr (!kFixed) {
+                const A s2 = p.a * t[i];
+                m2 = s2 > m2 ? s2 : m2;
+              }
+            }
+          }
+          A sum = A(0), acc = A(0);
+#pragma unroll
+          for (int i = 0; i < kSmallMax; ++i) {
+            if (pair_ok<D>(i, j) && real[i]) {
+              e[i] = shifted_exp2(t[i], p.a, m2);
+              softmax_accumulate(e[i], v[i], sum, acc);
+            }
+          }
+          // sum > 0 exactly when the query has a key (each e >= 2^-116, see FixedPivotLimit).
+          const A inv_sum = sum > A(0) ? A(1) / sum : A(0);
+          const A o = acc * inv_sum;
+#pragma unroll
+          for (int i = 0; i < kSmallMax; ++i) {
+            if (pair_ok<D>(i, j) && real[i]) {
+              pair_grad_accumulate(e[i] * inv_sum, t[i], v[i], o, g[j], ha, hs, hr, dd[i],
+                                   dv[i]);
             }
           }
         }
-        A sum = A(0), acc = A(0);
-#pragma unroll
-        for (int i = 0; i < kSmallMax; ++i) {
-          if (pair_ok<D>(i, j) && real[i]) {
-            e[i] = shifted_exp2(t[i], p.a, m2);
-            softmax_accumulate(e[i], v[i], sum, acc);
-          }
-        }
-        // sum > 0 exactly when the query has a key (each e >= 2^-116, see FixedPivotLimit).
-        const A inv_sum = sum > A(0) ? A(1) / sum : A(0);
-        const A o = acc * inv_sum;
-#pragma unroll
-        for (int i = 0; i < kSmallMax; ++i) {
-          if (pair_ok<D>(i, j) && real[i]) {
-            pair_grad_accumulate(e[i] * inv_sum, t[i], v[i], o, g[j], ha, hs, hr, dd[i], dv[i]);
-          }
-        }
+        const A dh = head_grad(g[j], ha, hs, hr);
+        d_head[j].x[f] = static_cast<T>(dh);
+        // The last feature completes the row's pack: stored at once, as at V = 1.
+        if (f == V - 1) store_pack<V>(p.d_head, (s.row0 + j) * p.d + s.k, d_head[j]);
+        d_bias += dh;
       }
-      const A dh = head_grad(g[j], ha, hs, hr);
-      p.d_head[(s.row0 + j) * p.d + s.k] = static_cast<T>(dh);
-      d_bias += dh;
     }
+#pragma unroll
+    for (int i = 0; i < kSmallMax; ++i) {
+      d_dep[i].x[f] = static_cast<T>(dd[i]);
+      d_value[i].x[f] = static_cast<T>(dv[i]);
+      if (f == V - 1 && i < s.len) {
+        const int64_t off = (s.row0 + i) * p.d + s.k;
+        store_pack<V>(p.d_dep, off, d_dep[i]);
+        store_pack<V>(p.d_value, off, d_value[i]);
+      }
+    }
+    if (p.d_bias_part != nullptr) p.d_bias_part[s.bb * p.d + s.k + f] = d_bias;
   }
-  store_small_key_grads(p, s, dd, dv, d_bias);
 }
 
 // ---------------------------------------------------------------------------------------------

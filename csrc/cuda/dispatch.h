@@ -20,9 +20,9 @@
 
 namespace blosa::cuda {
 
-// How the tiled kernels (blocks longer than kSmallMax) run; masked_block_attn_cuda.cu reads it
-// from BLOSA_CUDA_TILE, BLOSA_CUDA_BACKWARD and BLOSA_CUDA_FORWARD, for tuning.
-struct TiledOptions {
+// How the kernels run; masked_block_attn_cuda.cu reads it from BLOSA_CUDA_TILE,
+// BLOSA_CUDA_BACKWARD, BLOSA_CUDA_FORWARD and BLOSA_CUDA_SMALL_VEC, for tuning.
+struct KernelOptions {
   // Rows (queries, or keys in backward) per thread: 4 or 8. 8 was the fastest forward+backward
   // on an H200 (bench/RESULTS.md); 16 was slower everywhere and is gone.
   int tile = 8;
@@ -34,6 +34,10 @@ struct TiledOptions {
   // thread block (staged_forward.cuh) rather than loaded by each warp. Off until a GPU run
   // measures it.
   bool staged_forward = false;
+  // Features per thread (1 or 2) of the small-block forward and recomputing backward, where
+  // small_vec() allows it: one load of 2 · sizeof(T) bytes per row instead of two. Off (1)
+  // until a GPU run measures it.
+  int small_vec = 1;
 };
 
 // The type inputs of type T accumulate in: float (double for double).
@@ -83,9 +87,21 @@ struct Geometry {
   int64_t tiles_per_block = 0, total = 0;
 };
 
+// a set up for the small kernels' thread index at vector width vec (small_index).
 template <typename T, typename A>
-Geometry small_geometry(const Args<T, A>& a) {
-  const int64_t blocks = ceil_div(a.B * a.nblocks * a.d, kSmallThreads);
+Args<T, A> with_small_index(Args<T, A> a, int vec) {
+  const int64_t threads = a.B * a.nblocks * (a.d / vec);
+  a.index32 = threads < (int64_t(1) << 31);
+  if (a.index32) {  // then d / vec and nblocks are below 2^31 too
+    a.groups_div = FastDivisor::of(static_cast<uint32_t>(a.d / vec));
+    a.nblocks_div = FastDivisor::of(static_cast<uint32_t>(a.nblocks));
+  }
+  return a;
+}
+
+template <typename T, typename A>
+Geometry small_geometry(const Args<T, A>& a, int vec = 1) {
+  const int64_t blocks = ceil_div(a.B * a.nblocks * (a.d / vec), kSmallThreads);
   TORCH_CHECK(blocks <= std::numeric_limits<int>::max(), "masked_block_attn: input too large");
   return {blocks, 1, kSmallThreads, 1};
 }
@@ -103,7 +119,7 @@ Geometry tiled_geometry(const Args<T, A>& a, int tile) {
 
 // Spans of the fused backward for this call, or 0 where the split backward runs.
 template <typename T, typename A>
-int64_t fused_spans(const Args<T, A>& a, TiledOptions opt) {
+int64_t fused_spans(const Args<T, A>& a, KernelOptions opt) {
   if (!std::is_same_v<A, float> || !opt.fused_backward || a.r <= kSmallMax) return 0;
   const int64_t spans = ceil_div(a.r, int64_t(kWarps) * opt.tile);
   return spans <= kMaxSpans ? spans : 0;
@@ -137,6 +153,40 @@ void with_direction(Direction dir, F&& f) {
   }
 }
 
+// Whether p is aligned for loads of `bytes` bytes (null counts as aligned: not used).
+inline bool aligned(const void* p, size_t bytes) {
+  return reinterpret_cast<uintptr_t>(p) % bytes == 0;
+}
+
+// The vector width V of the small-block kernels for this call: opt.small_vec where every row
+// of every [B, n, d] tensor the kernels touch starts on a V-element boundary (d % V == 0,
+// aligned pointers) and T is not double (no 16-byte packs), else 1.
+template <typename T, typename A>
+int small_vec(const Args<T, A>& a, KernelOptions opt) {
+  if (opt.small_vec == 1 || std::is_same_v<T, double> || a.d % opt.small_vec != 0) return 1;
+  const size_t bytes = sizeof(T) * opt.small_vec;
+  for (const void* ptr : {static_cast<const void*>(a.dep), static_cast<const void*>(a.head),
+                          static_cast<const void*>(a.value), static_cast<const void*>(a.out),
+                          static_cast<const void*>(a.grad_out), static_cast<const void*>(a.d_dep),
+                          static_cast<const void*>(a.d_head), static_cast<const void*>(a.d_value)}) {
+    if (!aligned(ptr, bytes)) return 1;
+  }
+  return opt.small_vec;
+}
+
+// Calls f(std::integral_constant<int, V>) for the small kernels' vector width V in {1, 2}
+// (only 1 for double).
+template <typename T, typename F>
+void with_vec(int vec, F&& f) {
+  if constexpr (!std::is_same_v<T, double>) {
+    if (vec == 2) {
+      f(std::integral_constant<int, 2>{});
+      return;
+    }
+  }
+  f(std::integral_constant<int, 1>{});
+}
+
 // Calls f(std::integral_constant<int, kT>) for the tile size kT in {4, 8}.
 template <typename F>
 void with_tile(int tile, F&& f) {
@@ -151,17 +201,21 @@ void with_tile(int tile, F&& f) {
 // kSmallMax tokens use the register-resident kernels, longer ones the tiled kernels as `opt`
 // says; scales up to FixedPivotLimit use the constant pivot.
 template <typename T, typename A, typename Launch>
-void dispatch_forward(const Args<T, A>& a, double scale, TiledOptions opt, Launch&& launch) {
+void dispatch_forward(const Args<T, A>& a, double scale, KernelOptions opt, Launch&& launch) {
   const bool fixed = use_fixed_pivot<A>(scale);
   if (a.r <= kSmallMax) {
-    const Geometry g = small_geometry(a);
+    const int vec = small_vec(a, opt);
+    const Geometry g = small_geometry(a, vec);
     with_direction(a.dir, [&](auto dc) {
       constexpr Direction D = decltype(dc)::value;
-      if (fixed) {
-        launch(forward_small<T, A, D, true>, g, a);
-      } else {
-        launch(forward_small<T, A, D, false>, g, a);
-      }
+      with_vec<T>(vec, [&](auto vc) {
+        constexpr int V = decltype(vc)::value;
+        if (fixed) {
+          launch(forward_small<T, A, D, true, V>, g, with_small_index(a, V));
+        } else {
+          launch(forward_small<T, A, D, false, V>, g, with_small_index(a, V));
+        }
+      });
     });
   } else if (opt.staged_forward) {
     with_tile(opt.tile, [&](auto tc) {
@@ -195,20 +249,26 @@ static_assert(kRecomputeMaxBlock <= kSmallMax);
 // or, when spans = fused_spans(a, opt) > 0, the fused kernel (then head_sums holds
 // 3 · spans · B · n · d floats when spans > 1, and head_grad_from_sums adds them up).
 template <typename T, typename A, typename Launch>
-void dispatch_backward(const Args<T, A>& a, double scale, TiledOptions opt, int64_t spans,
+void dispatch_backward(const Args<T, A>& a, double scale, KernelOptions opt, int64_t spans,
                        A* head_sums, Launch&& launch) {
   if (a.r <= kSmallMax) {
-    const Geometry g = small_geometry(a);
     const bool fixed = use_fixed_pivot<A>(scale);
+    const int vec = a.lse_in != nullptr ? 1 : small_vec(a, opt);
+    const Geometry g = small_geometry(a, vec);
     with_direction(a.dir, [&](auto dc) {
       constexpr Direction D = decltype(dc)::value;
       if (a.lse_in != nullptr) {
-        launch(backward_small<T, A, D>, g, a);
-      } else if (fixed) {
-        launch(backward_small_recompute<T, A, D, true>, g, a);
-      } else {
-        launch(backward_small_recompute<T, A, D, false>, g, a);
+        launch(backward_small<T, A, D>, g, with_small_index(a, 1));
+        return;
       }
+      with_vec<T>(vec, [&](auto vc) {
+        constexpr int V = decltype(vc)::value;
+        if (fixed) {
+          launch(backward_small_recompute<T, A, D, true, V>, g, with_small_index(a, V));
+        } else {
+          launch(backward_small_recompute<T, A, D, false, V>, g, with_small_index(a, V));
+        }
+      });
     });
   } else if (spans > 0) {
     if constexpr (std::is_same_v<A, float>) {
@@ -235,7 +295,7 @@ void dispatch_backward(const Args<T, A>& a, double scale, TiledOptions opt, int6
 template <typename Launch>
 void run_forward(const at::Tensor& dep, const at::Tensor& head, const at::Tensor& value,
                  const std::optional<at::Tensor>& bias, const std::optional<at::Tensor>& mask,
-                 int64_t block_len, const std::string& direction, double scale, TiledOptions opt,
+                 int64_t block_len, const std::string& direction, double scale, KernelOptions opt,
                  at::Tensor& out, at::Tensor& lse, Launch&& launch) {
   const auto forward = [&](auto a) {
     using T = typename decltype(a)::Scalar;
@@ -256,7 +316,7 @@ void run_backward(const at::Tensor& grad_out, const at::Tensor& dep, const at::T
                   const at::Tensor& value, const std::optional<at::Tensor>& bias,
                   const std::optional<at::Tensor>& mask, const at::Tensor& out,
                   const at::Tensor& lse, int64_t block_len, const std::string& direction,
-                  double scale, TiledOptions opt, at::Tensor& d_dep, at::Tensor& d_head,
+                  double scale, KernelOptions opt, at::Tensor& d_dep, at::Tensor& d_head,
                   at::Tensor& d_value, at::Tensor& d_bias, Launch&& launch) {
   const auto backward = [&](auto a) {
     using T = typename decltype(a)::Scalar;

@@ -45,14 +45,17 @@ void check_cuda_inputs(const at::Tensor& dep) {
 //                                   computes each pair's tanh and exp once (fused_backward.cuh).
 //   BLOSA_CUDA_FORWARD=stream|staged each warp streams its keys (default), or the thread block
 //                                   stages them in shared memory (staged_forward.cuh).
+//   BLOSA_CUDA_SMALL_VEC=1|2        features per thread of the small-block forward and
+//                                   recomputing backward (blocks of at most 8): 2 loads each
+//                                   row's two features in one access.
 std::optional<std::string> env_value(const char* name) {
   const char* value = std::getenv(name);
   if (value == nullptr || *value == '\0') return std::nullopt;
   return std::string(value);
 }
 
-cuda::TiledOptions tiled_options_from_env() {
-  cuda::TiledOptions opt;  // the defaults, where a variable is unset
+cuda::KernelOptions kernel_options_from_env() {
+  cuda::KernelOptions opt;  // the defaults, where a variable is unset
   if (const auto tile = env_value("BLOSA_CUDA_TILE")) {
     TORCH_CHECK_VALUE(*tile == "4" || *tile == "8", "BLOSA_CUDA_TILE must be 4 or 8, got '",
                       *tile, "'");
@@ -67,6 +70,11 @@ cuda::TiledOptions tiled_options_from_env() {
     TORCH_CHECK_VALUE(*forward == "stream" || *forward == "staged",
                       "BLOSA_CUDA_FORWARD must be stream or staged, got '", *forward, "'");
     opt.staged_forward = *forward == "staged";
+  }
+  if (const auto vec = env_value("BLOSA_CUDA_SMALL_VEC")) {
+    TORCH_CHECK_VALUE(*vec == "1" || *vec == "2", "BLOSA_CUDA_SMALL_VEC must be 1 or 2, got '",
+                      *vec, "'");
+    opt.small_vec = std::stoi(*vec);
   }
   return opt;
 }
@@ -92,7 +100,7 @@ std::tuple<at::Tensor, at::Tensor> forward_cuda(const at::Tensor& dep_in, const 
   const std::string dir(direction);
   check_attn_args(dep_in, head_in, value_in, bias_in, mask_in, dir, scale);
   check_cuda_inputs(dep_in);
-  const cuda::TiledOptions opt = tiled_options_from_env();
+  const cuda::KernelOptions opt = kernel_options_from_env();
   const c10::cuda::CUDAGuard guard(dep_in.device());
   const at::Tensor dep = dep_in.contiguous(), head = head_in.contiguous(),
                    value = value_in.contiguous();
@@ -118,7 +126,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> backward_cuda(
   check_attn_args(dep_in, head_in, value_in, bias_in, mask_in, dir, scale);
   check_cuda_inputs(dep_in);
   check_saved_tensors(grad_out_in, out_in, lse_in, dep_in);
-  const cuda::TiledOptions opt = tiled_options_from_env();
+  const cuda::KernelOptions opt = kernel_options_from_env();
   const c10::cuda::CUDAGuard guard(dep_in.device());
   const at::Tensor grad_out = grad_out_in.contiguous(), dep = dep_in.contiguous(),
                    head = head_in.contiguous(), value = value_in.contiguous(),

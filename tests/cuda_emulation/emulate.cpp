@@ -35,7 +35,7 @@ std::tuple<at::Tensor, at::Tensor> fwd(const at::Tensor& dep_in, const at::Tenso
                                        const std::optional<at::Tensor>& bias,
                                        const std::optional<at::Tensor>& mask, int64_t block_len,
                                        c10::string_view direction, double scale, int64_t tile,
-                                       bool staged, bool compute_lse) {
+                                       bool staged, bool compute_lse, int64_t small_vec) {
   const at::Tensor dep = dep_in.contiguous(), head = head_in.contiguous(),
                    value = value_in.contiguous();
   const auto bias_c = blosa::contiguous(bias), mask_c = blosa::contiguous(mask);
@@ -45,7 +45,8 @@ std::tuple<at::Tensor, at::Tensor> fwd(const at::Tensor& dep_in, const at::Tenso
                                           dep.options().dtype(blosa::lse_dtype(dep.scalar_type())))
                                : blosa::no_lse(dep);
   if (dep.numel() == 0) return {out, lse};
-  const blosa::cuda::TiledOptions opt{static_cast<int>(tile), false, staged};
+  const blosa::cuda::KernelOptions opt{static_cast<int>(tile), false, staged,
+                                       static_cast<int>(small_vec)};
   blosa::cuda::run_forward(dep, head, value, bias_c, mask_c, block_len, std::string(direction),
                            scale, opt, out, lse, EmulatedLaunch{});
   return {out, lse};
@@ -55,7 +56,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> bwd(
     const at::Tensor& grad_out_in, const at::Tensor& dep_in, const at::Tensor& head_in,
     const at::Tensor& value_in, const std::optional<at::Tensor>& bias,
     const std::optional<at::Tensor>& mask, const at::Tensor& out_in, const at::Tensor& lse_in,
-    int64_t block_len, c10::string_view direction, double scale, int64_t tile, bool fused) {
+    int64_t block_len, c10::string_view direction, double scale, int64_t tile, bool fused,
+    int64_t small_vec) {
   const at::Tensor grad_out = grad_out_in.contiguous(), dep = dep_in.contiguous(),
                    head = head_in.contiguous(), value = value_in.contiguous(),
                    out = out_in.contiguous(), lse = lse_in.contiguous();
@@ -64,26 +66,42 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> bwd(
              d_value = at::full_like(dep, NAN),
              d_bias = at::full({bias ? dep.size(2) : 0}, NAN, dep.options());
   if (dep.numel() == 0) return {d_dep, d_head, d_value, d_bias.zero_()};
-  const blosa::cuda::TiledOptions opt{static_cast<int>(tile), fused};
+  const blosa::cuda::KernelOptions opt{static_cast<int>(tile), fused, false,
+                                       static_cast<int>(small_vec)};
   blosa::cuda::run_backward(grad_out, dep, head, value, bias_c, mask_c, out, lse, block_len,
                             std::string(direction), scale, opt, d_dep, d_head, d_value, d_bias,
                             EmulatedLaunch{});
   return {d_dep, d_head, d_value, d_bias};
 }
 
+// FastDivisor::of(divisor).div(n) for every element of n (int64 values in [0, 2^31)).
+at::Tensor fast_div(int64_t divisor, const at::Tensor& n) {
+  const auto f = blosa::cuda::FastDivisor::of(static_cast<uint32_t>(divisor));
+  at::Tensor q = at::empty_like(n);
+  const auto in = n.contiguous();
+  const int64_t* src = in.data_ptr<int64_t>();
+  int64_t* dst = q.data_ptr<int64_t>();
+  for (int64_t i = 0; i < in.numel(); ++i) dst[i] = f.div(static_cast<uint32_t>(src[i]));
+  return q;
+}
+
 }  // namespace
 
 TORCH_LIBRARY(blosa_emulated, m) {
+  m.def("fast_div(int divisor, Tensor n) -> Tensor");
   m.def(
       "fwd(Tensor dep, Tensor head, Tensor value, Tensor? bias, Tensor? mask, int block_len, "
-      "str direction, float scale, int tile, bool staged, bool compute_lse=True) -> (Tensor, Tensor)");
+      "str direction, float scale, int tile, bool staged, bool compute_lse=True, int small_vec=1) "
+      "-> (Tensor, Tensor)");
   m.def(
       "bwd(Tensor grad_out, Tensor dep, Tensor head, Tensor value, Tensor? bias, Tensor? mask, "
-      "Tensor out, Tensor lse, int block_len, str direction, float scale, int tile, bool fused) "
+      "Tensor out, Tensor lse, int block_len, str direction, float scale, int tile, bool fused, "
+      "int small_vec=1) "
       "-> (Tensor, Tensor, Tensor, Tensor)");
 }
 
 TORCH_LIBRARY_IMPL(blosa_emulated, CPU, m) {
   m.impl("fwd", &fwd);
+  m.impl("fast_div", &fast_div);
   m.impl("bwd", &bwd);
 }
