@@ -221,9 +221,13 @@ def _setup_context(ctx, inputs, output):
     ctx.save_for_backward(dep, head, value, bias, mask, *((out, lse) if compute_lse else (None, None)))
     ctx.attn_settings = (block_len, direction, scale)
     ctx.mark_non_differentiable(lse)
+    # lse never gets a gradient: no zero [B, n, d] tensor filled for it before each backward.
+    ctx.set_materialize_grads(False)
 
 
 def _backward(ctx, grad_out, _grad_lse):
+    if grad_out is None:  # no gradient reached out
+        return None, None, None, None, None, None, None, None, None
     dep, head, value, bias, mask, out, lse = ctx.saved_tensors
     if lse is None:  # empty ones: the backward recomputes them
         out, lse = dep.new_empty(0), torch.empty(0, dtype=torch.float32, device=dep.device)

@@ -419,9 +419,9 @@ __global__ void __launch_bounds__(kSmallThreads) forward_small(const Args<T, A> 
   }
 }
 
-// The small backward kernels' last stores: d_dep and d_value of the block's rows, and the
-// block's d_head sum (d_bias's part; z = dep_i + head_j + bias, so d_bias = sum of d_head),
-// summed unrounded here so that the caller adds n / r times fewer, unrounded, numbers.
+// backward_small's last stores: d_dep and d_value of the block's rows, and the block's d_head
+// sum (d_bias's part; z = dep_i + head_j + bias, so d_bias = sum of d_head), summed unrounded
+// here so that the caller adds r times fewer numbers, none of them rounded to T.
 template <typename T, typename A>
 __device__ __forceinline__ void store_small_key_grads(const Args<T, A>& p, const SmallIndex& s,
                                                       const A* dd, const A* dv, A d_bias) {
@@ -502,7 +502,8 @@ __global__ void __launch_bounds__(kSmallThreads) backward_small(const Args<T, A>
 // keys: the pairs' t and unnormalized p are computed once, kept in registers, summed, and
 // reused by the gradient loop, so a pair still costs one tanh and one exp (and a query one
 // reciprocal), while the kernel reads grad_out, dep, head and value only: no out, no lse.
-// kFixed picks the pivot as forward_small's does.
+// kFixed picks the pivot as forward_small's does; V is its vector width too. Like
+// backward_small it writes the block's d_head sums for d_bias.
 template <typename T, typename A, Direction D, bool kFixed, int V>
 __global__ void __launch_bounds__(kSmallThreads) backward_small_recompute(const Args<T, A> p) {
   SmallIndex s;

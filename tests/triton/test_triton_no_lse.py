@@ -6,6 +6,7 @@ import zlib
 
 import pytest
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from attn_cases import RecordLseRequests
 from blosa_kernels import masked_block_attn_triton, masked_block_attn_triton_fwd
@@ -73,3 +74,30 @@ def test_gradients_with_and_without_a_saved_lse(request, path, block_len, scale,
         for name, g, w in zip(("out", "d_dep", "d_head", "d_value", "d_bias"), got, want):
             torch.testing.assert_close(g.cpu().double(), w, atol=2e-5, rtol=1e-4,
                                        msg=lambda m: f"{direction} {name}: {m}")
+
+
+class RecordOps(TorchDispatchMode):
+    """The names of the ops called under it (not those inside an op's own implementation)."""
+
+    def __init__(self):
+        super().__init__()
+        self.names = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.names.append(str(func))
+        return func(*args, **(kwargs or {}))
+
+
+def test_backward_fills_no_zero_gradient_for_lse(request):
+    # lse is not differentiable: autograd must not fill a zero [B, n, d] gradient for it before
+    # the backward (set_materialize_grads(False) in op.py). The row-tile path saves lse.
+    use_path(request, "rows")
+    dep, head, value, bias, mask, grad = make_inputs(2, 20, 6, "holes", True, 11, torch.float32, DEVICE)
+    leaves = [t.requires_grad_() for t in (dep, head, value, bias)]
+    out, lse = masked_block_attn_triton_fwd(*leaves, mask, 0, "forward", 5.0)
+    assert lse.shape == out.shape
+    with RecordOps() as mode:
+        out.backward(grad)
+    assert any("masked_block_attn_triton_bwd" in n for n in mode.names)
+    fills = [n for n in mode.names if "zero" in n or "fill" in n or "full" in n]
+    assert not fills, fills
