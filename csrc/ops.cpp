@@ -3,8 +3,8 @@
 // masked_block_attn is a composite of masked_block_attn_fwd, which returns the output and the
 // per-(query, feature) log-sum-exp that masked_block_attn_bwd needs. The backward returns
 // d_bias too ([d], or [0] without a bias): the sum of d_head, which the kernels of short
-// blocks add up as they go. Autograd is registered on
-// the _fwd op (csrc/autograd.cpp), so every device's kernels get it.
+// blocks add up as they go. Autograd is registered on the _fwd op (csrc/autograd.cpp), so
+// every device's kernels get it.
 #include <Python.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/core/grad_mode.h>
