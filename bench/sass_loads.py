@@ -1,6 +1,6 @@
 """How far ahead of their use the CUDA kernels' loops issue their loads, from the SASS.
 
-    python bench/sass_loads.py [--so python/blosa/_C*.so] [--kernels REGEX]
+    python bench/sass_loads.py [--so python/blosa/_C*.so] [--kernels REGEX] [--whole]
 
 No GPU needed: it reads the sm_90 machine code that `make build` compiled (cuobjdump). For
 each kernel whose name matches REGEX (default: the float32 tiled kernels, tile 8, fixed pivot),
@@ -10,7 +10,10 @@ loaded register (following the loop around its back edge; "s:" marks a shared-me
 "dead" a load overwritten before any read), and its barriers (BAR.SYNC, each a wait for every
 warp of the thread block). A load read a few instructions after it is issued stalls its warp
 for the load's whole latency; that is what Nsight Compute showed in the tiled kernels, and what
-stream_rows / stream_chunks (csrc/cuda/) avoid. Also reads the cubins that
+stream_rows / stream_chunks (csrc/cuda/) avoid. With --whole it prints one line per kernel
+instead: registers, and the whole kernel's instructions, MUFU ops, global loads and global
+stores (for kernels with no loop, such as the fully unrolled small-block ones). Also reads the
+cubins that
 `python -m blosa_kernels.compile_check --cubin-dir DIR` writes (--so DIR/NAME.cubin).
 """
 from __future__ import annotations
@@ -152,6 +155,7 @@ def readable(mangled: str) -> str:
         name = subprocess.run(["c++filt", mangled], capture_output=True, text=True).stdout.strip()
     except OSError:
         return mangled
+    name = name.replace("(blosa::Direction)", "direction ")  # a cast, not the parameters
     name = re.sub(r"^void |\(.*$", "", name)  # the return type and the parameters
     return name.replace("blosa::cuda::", "").replace("c10::", "") or mangled
 
@@ -172,15 +176,34 @@ def report(sass: str, res_usage: str, pattern: str) -> str:
     return "\n".join(lines)
 
 
+def whole_report(sass: str, res_usage: str, pattern: str) -> str:
+    """One line per kernel matching `pattern`: registers and whole-kernel instruction counts."""
+    regs = registers(res_usage)
+    lines = ["| kernel | registers | instructions | MUFU | global loads | global stores |",
+             "|---|---|---|---|---|---|"]
+    for name, code in parse_functions(sass).items():
+        if not re.search(pattern, name):
+            continue
+
+        def count(op: str) -> int:
+            return sum(bool(re.search(rf"\b{op}\b", text)) for _, text in code)
+
+        lines.append(f"| {readable(name)} | {regs.get(name, '?')} | {len(code)} | {count('MUFU')} | "
+                     f"{count('LDG')} | {count('STG')} |")
+    return "\n".join(lines)
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--so", default=None, help="the built extension (default python/blosa/_C*.so)")
     parser.add_argument("--kernels", default=DEFAULT_KERNELS, help="regex on mangled kernel names")
+    parser.add_argument("--whole", action="store_true",
+                        help="one line per kernel: whole-kernel counts instead of loops")
     args = parser.parse_args(argv)
     so = args.so or built_extension()
     if not so or not os.path.exists(so):
         raise SystemExit("no built extension: run `make build` (with BLOSA_CUDA=1), or pass --so")
-    print(report(*dump(so, args.kernels), args.kernels))
+    print((whole_report if args.whole else report)(*dump(so, args.kernels), args.kernels))
     return 0
 
 

@@ -45,17 +45,22 @@ def _check_device(t: torch.Tensor) -> None:
     )
 
 
+def _block_lengths(n, block_len):
+    """(r, R): the resolved block length and the power of two >= r the kernels compile for."""
+    r = n if block_len <= 0 or block_len >= n else block_len
+    # int(): under torch.compile with dynamic shapes this specializes on the block length (the
+    # kernels are compiled per power of two of it anyway).
+    return r, 1 << max(int(r) - 1, 0).bit_length()
+
+
 class _Launch:
     """Everything the kernels of one call share: sizes, flags and scalar arguments."""
 
     def __init__(self, dep, bias, mask, block_len, direction, scale):
         B, n, d = dep.shape
         self.B, self.n, self.d = B, n, d
-        self.r = n if block_len <= 0 or block_len >= n else block_len
+        self.r, self.R = _block_lengths(n, block_len)
         self.nblk = triton.cdiv(n, self.r) if n else 0
-        # int(): under torch.compile with dynamic shapes this specializes on the block length
-        # (the kernels are compiled per power of two of it anyway).
-        self.R = 1 << max(int(self.r) - 1, 0).bit_length()
         self.small = self.R <= configs.SMALL_BLOCK_MAX
         scale = float(scale)
         self.c, self.inv_c, self.c_log2e = scale, 1.0 / scale, scale * math.log2(math.e)
@@ -150,8 +155,9 @@ def masked_block_attn_triton_bwd(
     block_len: int, direction: str, scale: float,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     block_len = int(block_len)
+    L = _Launch(dep, bias, mask, block_len, direction, scale)
     saved_lse = lse.numel() > 0 or dep.numel() == 0
-    if not saved_lse and not _Launch(dep, bias, mask, block_len, direction, scale).small:
+    if not saved_lse and not L.small:
         # Only the per-block kernel recomputes lse; the row-tile kernels get the forward's.
         out, lse = masked_block_attn_triton_fwd(dep, head, value, bias, mask, block_len, direction, scale)
         saved_lse = True
@@ -164,7 +170,6 @@ def masked_block_attn_triton_bwd(
     d_value = torch.empty_like(value)
     if dep.numel() == 0:
         return d_dep, torch.empty_like(dep), d_value, dep.new_zeros(d)
-    L = _Launch(dep, bias, mask, block_len, direction, scale)
     bias_arg = _bias_or_zeros(bias, dep)
     mask_arg = _mask_or_ones(mask_u8, dep)
     common = (grad_out, dep, head, value, bias_arg, mask_arg, out, lse)
@@ -265,5 +270,4 @@ def masked_block_attn_triton(dep, head, value, bias=None, mask=None, block_len=0
 def saves_lse(n: int, block_len: int) -> bool:
     """Whether a differentiable call's forward saves lse: only for blocks the per-block backward
     (which recomputes the softmax from the whole block it holds) does not take."""
-    r = n if block_len <= 0 or block_len >= n else block_len
-    return (1 << max(int(r) - 1, 0).bit_length()) > configs.SMALL_BLOCK_MAX
+    return _block_lengths(n, block_len)[1] > configs.SMALL_BLOCK_MAX

@@ -58,3 +58,21 @@ class RecordLseRequests(TorchDispatchMode):
         if func is self.op:
             self.asked.append(kwargs.get("compute_lse", args[8] if len(args) > 8 else True))
         return func(*args, **kwargs)
+
+
+class RecordOps(TorchDispatchMode):
+    """Records the names of the ops called under it in `names` (not those an op's own
+    implementation calls)."""
+
+    def __init__(self):
+        super().__init__()
+        self.names = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.names.append(str(func))
+        return func(*args, **(kwargs or {}))
+
+
+def zero_fills(names: list[str]) -> list[str]:
+    """The ops among `names` that fill a tensor with zeros or a constant."""
+    return [n for n in names if "zero" in n or "fill" in n or "full" in n]

@@ -136,6 +136,12 @@ def test_sass_load_distances_follow_the_loop_around():
     assert "| 125 | 0x0000 | 10 | 1 | 1 | 4, 8, dead |" in table
 
 
+def test_whole_kernel_counts():
+    table = sass_loads.whole_report(SASS, RES_USAGE, "forward_tiled")
+    # 11 instructions: one MUFU, three global loads (LDG.E.U8 included), no global store.
+    assert table.splitlines()[2].endswith("| 125 | 11 | 1 | 3 | 0 |")
+
+
 def test_triton_picks_name_each_tuned_shape(monkeypatch):
     import triton
 

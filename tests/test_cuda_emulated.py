@@ -191,6 +191,21 @@ def test_two_features_per_thread_every_mask(emulated, scale):
                   spread=min(scale, 8.0), recompute=True, small_vec=2)
 
 
+@pytest.mark.parametrize("dtype", (torch.float32, torch.bfloat16, torch.float16), ids=str)
+def test_two_features_per_thread_where_rows_allow(emulated, dtype):
+    # The tests above see two features per thread only where the dispatcher takes them: even d
+    # and rows on a pair boundary; one otherwise, and always for float64.
+    def width(x, asked=2):
+        return emulated.small_vec_for(x, asked)
+
+    x = torch.zeros(2, 5, 70, dtype=dtype)
+    assert width(x) == 2 and width(x, 1) == 1
+    assert width(torch.zeros(2, 5, 33, dtype=dtype)) == 1  # odd d
+    shifted = torch.zeros(2 * 5 * 70 + 1, dtype=dtype)[1:].view(2, 5, 70)  # rows off by one
+    assert shifted.is_contiguous() and width(shifted) == 1
+    assert width(torch.zeros(2, 5, 70, dtype=torch.float64)) == 1
+
+
 def test_two_features_per_thread_same_results_as_one(emulated):
     # Each feature's arithmetic is the same at either width, in the same order: bitwise equal.
     gen = generator_for("vec2-vs-vec1")

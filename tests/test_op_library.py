@@ -1,9 +1,8 @@
 """torch.library integration: opcheck, fake kernels and torch.compile."""
 import pytest
 import torch
-from torch.utils._python_dispatch import TorchDispatchMode
 
-from attn_cases import generator_for, make_inputs, make_mask
+from attn_cases import RecordOps, generator_for, make_inputs, make_mask, zero_fills
 from blosa import masked_block_attn
 
 
@@ -44,18 +43,6 @@ def test_bwd_returns_d_bias_the_sum_of_d_head(with_bias):
         assert d_bias.shape == (0,)
 
 
-class RecordOps(TorchDispatchMode):
-    """The names of the ops called under it (not those inside an op's own kernel)."""
-
-    def __init__(self):
-        super().__init__()
-        self.names = []
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        self.names.append(str(func))
-        return func(*args, **(kwargs or {}))
-
-
 def test_backward_fills_no_zero_gradient_for_lse():
     # lse is not differentiable; autograd must not fill a zero [B, n, d] gradient for it before
     # each backward (set_materialize_grads(false) in csrc/autograd.cpp).
@@ -66,8 +53,7 @@ def test_backward_fills_no_zero_gradient_for_lse():
     with RecordOps() as mode:
         out.backward(torch.ones_like(out))
     assert "blosa.masked_block_attn_bwd.default" in mode.names
-    fills = [n for n in mode.names if "zero" in n or "fill" in n or "full" in n]
-    assert not fills, fills
+    assert not zero_fills(mode.names), zero_fills(mode.names)
 
 
 def test_lse_is_inf_exactly_where_a_query_has_no_key():

@@ -361,27 +361,40 @@ __device__ __forceinline__ int64_t small_row(const SmallIndex& s, int i) {
   return s.row0 + min(i, s.len - 1);
 }
 
-template <typename T, typename A, Direction D, bool kFixed, int V>
-__global__ void __launch_bounds__(kSmallThreads) forward_small(const Args<T, A> p) {
-  SmallIndex s;
-  if (!small_index<V>(p, s)) return;
-  Pack<T, V> dep[kSmallMax], value[kSmallMax], head[kSmallMax], out[kSmallMax];
+// The rows of the thread's block, V features each, of the kN tensors `from` into rows[t], and
+// which rows are real tokens. Every load is issued first (and pinned there), so all are in
+// flight together; a row past a short last block repeats its last row (small_row) and is not
+// real.
+template <int V, int kN, typename T, typename A>
+__device__ __forceinline__ void load_small_block(const Args<T, A>& p, const SmallIndex& s,
+                                                 const T* const (&from)[kN],
+                                                 Pack<T, V> (&rows)[kN][kSmallMax],
+                                                 bool (&real)[kSmallMax]) {
   int mask[kSmallMax];
-  bool real[kSmallMax];
 #pragma unroll
-  for (int i = 0; i < kSmallMax; ++i) {  // every load first, all in flight together
+  for (int i = 0; i < kSmallMax; ++i) {
     const int64_t row = small_row(s, i);
-    dep[i] = load_pack<V>(p.dep, row * p.d + s.k);
-    value[i] = load_pack<V>(p.value, row * p.d + s.k);
-    head[i] = load_pack<V>(p.head, row * p.d + s.k);
+#pragma unroll
+    for (int t = 0; t < kN; ++t) {
+      rows[t][i] = load_pack<V>(from[t], row * p.d + s.k);
+      pin(rows[t][i]);
+    }
     mask[i] = mask_byte(p.mask, row);
-    pin(dep[i]);
-    pin(value[i]);
-    pin(head[i]);
     pin(mask[i]);
   }
 #pragma unroll
   for (int i = 0; i < kSmallMax; ++i) real[i] = i < s.len && mask[i] != 0;
+}
+
+template <typename T, typename A, Direction D, bool kFixed, int V>
+__global__ void __launch_bounds__(kSmallThreads) forward_small(const Args<T, A> p) {
+  SmallIndex s;
+  if (!small_index<V>(p, s)) return;
+  enum { kDep, kValue, kHead };
+  Pack<T, V> in[3][kSmallMax], out[kSmallMax];
+  bool real[kSmallMax];
+  load_small_block<V>(p, s, {p.dep, p.value, p.head}, in, real);
+  const auto &dep = in[kDep], &value = in[kValue], &head = in[kHead];
 #pragma unroll
   for (int f = 0; f < V; ++f) {  // each feature's softmaxes in turn
     const A qbias = p.bias ? static_cast<A>(p.bias[s.k + f]) : A(0);
@@ -508,26 +521,12 @@ template <typename T, typename A, Direction D, bool kFixed, int V>
 __global__ void __launch_bounds__(kSmallThreads) backward_small_recompute(const Args<T, A> p) {
   SmallIndex s;
   if (!small_index<V>(p, s)) return;
-  Pack<T, V> dep[kSmallMax], value[kSmallMax], head[kSmallMax], grad[kSmallMax];
+  enum { kDep, kValue, kHead, kGrad };
+  Pack<T, V> in[4][kSmallMax];
   Pack<T, V> d_dep[kSmallMax], d_value[kSmallMax], d_head[kSmallMax];
-  int mask[kSmallMax];
   bool real[kSmallMax];
-#pragma unroll
-  for (int i = 0; i < kSmallMax; ++i) {  // every load first, all in flight together
-    const int64_t row = small_row(s, i);
-    dep[i] = load_pack<V>(p.dep, row * p.d + s.k);
-    value[i] = load_pack<V>(p.value, row * p.d + s.k);
-    head[i] = load_pack<V>(p.head, row * p.d + s.k);
-    grad[i] = load_pack<V>(p.grad_out, row * p.d + s.k);
-    mask[i] = mask_byte(p.mask, row);
-    pin(dep[i]);
-    pin(value[i]);
-    pin(head[i]);
-    pin(grad[i]);
-    pin(mask[i]);
-  }
-#pragma unroll
-  for (int i = 0; i < kSmallMax; ++i) real[i] = i < s.len && mask[i] != 0;
+  load_small_block<V>(p, s, {p.dep, p.value, p.head, p.grad_out}, in, real);
+  const auto &dep = in[kDep], &value = in[kValue], &head = in[kHead], &grad = in[kGrad];
 #pragma unroll
   for (int f = 0; f < V; ++f) {  // each feature's softmaxes and gradients in turn
     const A qbias = p.bias ? static_cast<A>(p.bias[s.k + f]) : A(0);

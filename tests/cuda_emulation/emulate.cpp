@@ -74,6 +74,18 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> bwd(
   return {d_dep, d_head, d_value, d_bias};
 }
 
+// The vector width the small-block forward takes for dep (as dep, head, value and out) when
+// asked for small_vec: cuda::small_vec, which the launch uses.
+int64_t small_vec_for(const at::Tensor& dep, int64_t small_vec) {
+  int64_t vec = 0;
+  blosa::cuda::with_base_args(dep, dep, dep, std::nullopt, std::nullopt, 1, "forward", 5.0,
+                              [&](auto a) {
+    a.out = const_cast<typename decltype(a)::Scalar*>(a.dep);
+    vec = blosa::cuda::small_vec(a, {8, false, false, static_cast<int>(small_vec)});
+  });
+  return vec;
+}
+
 // FastDivisor::of(divisor).div(n) for every element of n (int64 values in [0, 2^31)).
 at::Tensor fast_div(int64_t divisor, const at::Tensor& n) {
   const auto f = blosa::cuda::FastDivisor::of(static_cast<uint32_t>(divisor));
@@ -89,6 +101,7 @@ at::Tensor fast_div(int64_t divisor, const at::Tensor& n) {
 
 TORCH_LIBRARY(blosa_emulated, m) {
   m.def("fast_div(int divisor, Tensor n) -> Tensor");
+  m.def("small_vec_for(Tensor dep, int small_vec) -> int");
   m.def(
       "fwd(Tensor dep, Tensor head, Tensor value, Tensor? bias, Tensor? mask, int block_len, "
       "str direction, float scale, int tile, bool staged, bool compute_lse=True, int small_vec=1) "
@@ -103,5 +116,6 @@ TORCH_LIBRARY(blosa_emulated, m) {
 TORCH_LIBRARY_IMPL(blosa_emulated, CPU, m) {
   m.impl("fwd", &fwd);
   m.impl("fast_div", &fast_div);
+  m.impl("small_vec_for", &small_vec_for);
   m.impl("bwd", &bwd);
 }

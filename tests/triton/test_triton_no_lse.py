@@ -6,9 +6,8 @@ import zlib
 
 import pytest
 import torch
-from torch.utils._python_dispatch import TorchDispatchMode
 
-from attn_cases import RecordLseRequests
+from attn_cases import RecordLseRequests, RecordOps, zero_fills
 from blosa_kernels import masked_block_attn_triton, masked_block_attn_triton_fwd
 from triton_testing import DEVICE, make_inputs, reference64, run, use_path
 
@@ -76,18 +75,6 @@ def test_gradients_with_and_without_a_saved_lse(request, path, block_len, scale,
                                        msg=lambda m: f"{direction} {name}: {m}")
 
 
-class RecordOps(TorchDispatchMode):
-    """The names of the ops called under it (not those inside an op's own implementation)."""
-
-    def __init__(self):
-        super().__init__()
-        self.names = []
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        self.names.append(str(func))
-        return func(*args, **(kwargs or {}))
-
-
 def test_backward_fills_no_zero_gradient_for_lse(request):
     # lse is not differentiable: autograd must not fill a zero [B, n, d] gradient for it before
     # the backward (set_materialize_grads(False) in op.py). The row-tile path saves lse.
@@ -99,5 +86,4 @@ def test_backward_fills_no_zero_gradient_for_lse(request):
     with RecordOps() as mode:
         out.backward(grad)
     assert any("masked_block_attn_triton_bwd" in n for n in mode.names)
-    fills = [n for n in mode.names if "zero" in n or "fill" in n or "full" in n]
-    assert not fills, fills
+    assert not zero_fills(mode.names), zero_fills(mode.names)
