@@ -60,7 +60,7 @@ echo "built in $((SECONDS - start)) s"
 
 step "kernel rates"
 timed rates ${RATES_TIMEOUT:-170} $PY bench/gpu_rates.py --out "$LOG/rates.json" \
-  --cuda-variants tile4,fused,staged,staged+fused,tile4+staged+fused,vec2 \
+  --cuda-variants tile4,fused,staged,staged+fused,tile4+staged+fused,vec2,persistent,persistent+vec2 \
   --triton-variants fused,fast32 > "$LOG/rates.md" 2>&1
 rates_status=$?
 

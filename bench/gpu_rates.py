@@ -125,13 +125,14 @@ def measure(backend, dtype, B, n, d, block_len, mode):
 
 # Read by the CUDA launcher at every call (csrc/cuda/masked_block_attn_cuda.cu).
 TUNING_VARIABLES = ("BLOSA_CUDA_TILE", "BLOSA_CUDA_BACKWARD", "BLOSA_CUDA_FORWARD",
-                    "BLOSA_CUDA_SMALL_VEC")
+                    "BLOSA_CUDA_SMALL_VEC", "BLOSA_CUDA_SMALL_PERSISTENT")
 
 
 def variant_env(variant: str) -> dict[str, str]:
     """Environment of a CUDA kernel variant: "+"-joined parts, "tileN" (BLOSA_CUDA_TILE=N),
-    "fused" (BLOSA_CUDA_BACKWARD=fused), "staged" (BLOSA_CUDA_FORWARD=staged) and "vecN"
-    (BLOSA_CUDA_SMALL_VEC=N), e.g. "tile4+fused"."""
+    "fused" (BLOSA_CUDA_BACKWARD=fused), "staged" (BLOSA_CUDA_FORWARD=staged), "vecN"
+    (BLOSA_CUDA_SMALL_VEC=N) and "persistent" (BLOSA_CUDA_SMALL_PERSISTENT=1), e.g.
+    "tile4+fused"."""
     env = {}
     for part in variant.split("+"):
         if part.startswith("tile") and part[4:].isdigit():
@@ -142,16 +143,18 @@ def variant_env(variant: str) -> dict[str, str]:
             env["BLOSA_CUDA_FORWARD"] = "staged"
         elif part.startswith("vec") and part[3:].isdigit():
             env["BLOSA_CUDA_SMALL_VEC"] = part[3:]
+        elif part == "persistent":
+            env["BLOSA_CUDA_SMALL_PERSISTENT"] = "1"
         else:
             raise ValueError(f"unknown CUDA variant part {part!r} in {variant!r} "
-                             "(tileN, fused, staged, vecN)")
+                             "(tileN, fused, staged, vecN, persistent)")
     return env
 
 
 def variant_config(variant: str):
-    """The config a CUDA variant changes the kernels of: r = 8 for "vecN" (the small-block
-    kernels' vector width), else one block (the tiled kernels)."""
-    small = any(part.startswith("vec") for part in variant.split("+"))
+    """The config a CUDA variant changes the kernels of: r = 8 for "vecN" and "persistent" (the
+    small-block kernels), else one block (the tiled kernels)."""
+    small = any(part.startswith("vec") or part == "persistent" for part in variant.split("+"))
     return next(c for c in CONFIGS if c[0] == ("r=8" if small else "one block"))
 
 
@@ -177,7 +180,7 @@ def triton_variant_settings(variant: str) -> dict:
 def jobs(backends, cuda_variants, triton_variants=()):
     """(label, backend, variant settings, dtype name, config, mode) of every measurement: each
     backend on every config; after a backend's own, each of its kernel variants in every dtype
-    on the config whose kernels it changes (one block, or r = 8 for "vecN"; forward and
+    on the config whose kernels it changes (one block, or r = 8 for "vecN" and "persistent"; forward and
     forward+backward), the CUDA ones before any Triton job so that a slow first Triton compile
     cannot crowd them out. Settings: environment variables (CUDA) or blosa_kernels.configs
     attributes."""

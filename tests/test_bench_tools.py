@@ -35,16 +35,20 @@ def test_element_count_matches_the_reference(direction, n, block_len):
 
 
 def test_variant_sweep_runs_each_cuda_variant_on_the_config_it_changes():
-    jobs = list(gpu_rates.jobs(["cuda", "triton"], ["tile4", "tile8+fused", "vec2"]))
+    jobs = list(gpu_rates.jobs(["cuda", "triton"], ["tile4", "tile8+fused", "vec2",
+                                                     "persistent+vec2"]))
     swept = [j for j in jobs if j[2]]
     # each variant: 2 dtypes x 2 modes
     assert [j[2] for j in swept] == ([{"BLOSA_CUDA_TILE": "4"}] * 4
                                      + [{"BLOSA_CUDA_TILE": "8", "BLOSA_CUDA_BACKWARD": "fused"}] * 4
-                                     + [{"BLOSA_CUDA_SMALL_VEC": "2"}] * 4)
-    assert [j[3] for j in swept] == ["float32", "float32", "bfloat16", "bfloat16"] * 3
-    assert [j[5] for j in swept] == ["fwd", "fwd+bwd"] * 6
+                                     + [{"BLOSA_CUDA_SMALL_VEC": "2"}] * 4
+                                     + [{"BLOSA_CUDA_SMALL_PERSISTENT": "1",
+                                         "BLOSA_CUDA_SMALL_VEC": "2"}] * 4)
+    assert [j[3] for j in swept] == ["float32", "float32", "bfloat16", "bfloat16"] * 4
+    assert [j[5] for j in swept] == ["fwd", "fwd+bwd"] * 8
     assert all(j[1] == "cuda" for j in swept)
-    assert [j[4][0] for j in swept] == ["one block"] * 8 + ["r=8"] * 4  # vec2: the small kernels
+    # vec2 and persistent: the small kernels
+    assert [j[4][0] for j in swept] == ["one block"] * 8 + ["r=8"] * 8
     assert len(jobs) == 2 * 2 * 7 + len(swept)  # every backend: 2 dtypes x 7 (config, mode)
     first_triton = next(i for i, j in enumerate(jobs) if j[1] == "triton")
     assert all(jobs.index(j) < first_triton for j in swept)  # before Triton's slow compiles

@@ -158,6 +158,21 @@ def test_two_features_per_thread(monkeypatch, dtype, direction, n, block_len, d)
     assert torch.equal(got, want)  # each feature's arithmetic is the same at either width
 
 
+@pytest.mark.parametrize("vec", ("1", "2"))
+@pytest.mark.parametrize("B, n, block_len, d", ((3, 11, 3, 70), (5, 1000, 5, 33),
+                                                (64, 384, 8, 300)))
+@pytest.mark.parametrize("direction", DIRECTIONS)
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_persistent_small_kernels(monkeypatch, dtype, direction, B, n, block_len, d, vec):
+    # BLOSA_CUDA_SMALL_PERSISTENT=1: a grid of what the GPU holds at once, each thread looping
+    # over blocks of work; B=64, n=384, d=300 has 921600 of them, so every thread takes
+    # several, the smaller shapes one at most. Constant pivot (c = 5): the float types take
+    # the persistent kernels, float64 the one-shot ones.
+    monkeypatch.setenv("BLOSA_CUDA_SMALL_PERSISTENT", "1")
+    monkeypatch.setenv("BLOSA_CUDA_SMALL_VEC", vec)
+    check(dtype, direction, block_len, "holes", B=B, n=n, d=d, scale=5.0)
+
+
 def test_two_features_per_thread_falls_back_on_misaligned_rows(monkeypatch):
     # A contiguous view one element into its storage: rows no longer start on a two-element
     # boundary, so the kernels must take one feature per thread (a misaligned vector load
@@ -242,6 +257,8 @@ def test_fused_backward_is_deterministic(monkeypatch, n):
     ("BLOSA_CUDA_TILE", "eight", "BLOSA_CUDA_TILE must be 4 or 8, got 'eight'"),
     ("BLOSA_CUDA_BACKWARD", "fast", "BLOSA_CUDA_BACKWARD must be split or fused, got 'fast'"),
     ("BLOSA_CUDA_FORWARD", "shared", "BLOSA_CUDA_FORWARD must be stream or staged, got 'shared'"),
+    ("BLOSA_CUDA_SMALL_PERSISTENT", "yes",
+     "BLOSA_CUDA_SMALL_PERSISTENT must be 0 or 1, got 'yes'"),
 ])
 def test_bad_tuning_switch_is_named(monkeypatch, variable, value, message):
     monkeypatch.setenv(variable, value)

@@ -279,19 +279,22 @@ __device__ __forceinline__ QueryRow<A> query_values(const Args<T, A>& p,
 
 // ---------------------------------------------------------------------------------------------
 // Small blocks: one thread per (batch, block, V consecutive features); grid covers
-// B · nblocks · d / V threads. V (1 or 2) is the vector width of forward_small and
-// backward_small_recompute (dispatch.h picks it); backward_small has V = 1.
+// B · nblocks · d / V threads, or, for the persistent forward_small and
+// backward_small_recompute, what the GPU holds at once, each thread looping over several
+// (for_small_blocks). V (1 or 2) is the vector width of those two (dispatch.h picks it and
+// whether they are persistent); backward_small has V = 1.
 // ---------------------------------------------------------------------------------------------
 
 struct SmallIndex {
   int64_t bb, k, row0;  // b · nblocks + block; first feature; row (b·n + position) of its
                         // first token
+  int64_t at;           // row0 · d + k: the offset of the thread's first element
   int len;              // tokens in this block (the last one may be shorter)
 };
 
+// The work of thread index gid: false past the last (batch, block, features).
 template <int V = 1, typename T, typename A>
-__device__ __forceinline__ bool small_index(const Args<T, A>& p, SmallIndex& s) {
-  const int64_t gid = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+__device__ __forceinline__ bool small_index_at(const Args<T, A>& p, int64_t gid, SmallIndex& s) {
   const int64_t groups = p.d / V;  // d % V == 0 (dispatch.h)
   if (gid >= p.B * p.nblocks * groups) return false;
   int64_t b, block;
@@ -312,7 +315,13 @@ __device__ __forceinline__ bool small_index(const Args<T, A>& p, SmallIndex& s) 
   const int64_t start = block * p.r;
   s.len = static_cast<int>(min(p.r, p.n - start));
   s.row0 = b * p.n + start;
+  s.at = s.row0 * p.d + s.k;
   return true;
+}
+
+template <int V = 1, typename T, typename A>
+__device__ __forceinline__ bool small_index(const Args<T, A>& p, SmallIndex& s) {
+  return small_index_at<V>(p, int64_t(blockIdx.x) * blockDim.x + threadIdx.x, s);
 }
 
 // V consecutive features of one row, loaded or stored as one V · sizeof(T)-byte access: at
@@ -335,21 +344,52 @@ template <> struct PackWord<8> { using type = uint2; };
 template <> struct PackWord<8> { using type = unsigned long long; };
 #endif
 
-template <int V, typename T>
-__device__ __forceinline__ Pack<T, V> load_pack(const T* base, int64_t off) {
+// A load of an input no kernel writes, through the read-only path (ld.global.nc). It also
+// keeps the load global (LDG) where the compiler cannot trace the pointer to a kernel argument
+// (a pinned one, as load_small_block's): a plain load through it compiled to a generic one (LD).
+template <typename W>
+__device__ __forceinline__ W load_input(const W* p) {
+#if defined(__CUDA_ARCH__)
+  return __ldg(p);
+#else
+  return *p;
+#endif
+}
+
+template <int V, typename T, typename I>
+__device__ __forceinline__ Pack<T, V> load_pack(const T* base, I off) {
   using Word = typename PackWord<sizeof(Pack<T, V>)>::type;
-  const Word word = *reinterpret_cast<const Word*>(base + off);
+  const Word word = load_input(reinterpret_cast<const Word*>(base + off));
   Pack<T, V> v;
   memcpy(&v, &word, sizeof(v));
   return v;
 }
 
-template <int V, typename T>
-__device__ __forceinline__ void store_pack(T* base, int64_t off, const Pack<T, V>& v) {
+// A global store (st.global.wb, what a plain store to global memory is), kept global where
+// the pointer is a pinned one, as load_input's loads.
+template <typename W>
+__device__ __forceinline__ void store_output(W* p, W value) {
+#if defined(__CUDA_ARCH__)
+  __stwb(p, value);
+#else
+  *p = value;
+#endif
+}
+
+template <int V, typename T, typename I>
+__device__ __forceinline__ void store_pack(T* base, I off, const Pack<T, V>& v) {
   using Word = typename PackWord<sizeof(Pack<T, V>)>::type;
   Word word;
   memcpy(&word, &v, sizeof(v));
-  *reinterpret_cast<Word*>(base + off) = word;
+  store_output(reinterpret_cast<Word*>(base + off), word);
+}
+
+// p + at, pinned (as load_small_block's first rows, for the same reason); p is not null.
+template <typename T>
+__device__ __forceinline__ T* first_row(T* p, int64_t at) {
+  T* first = p + at;
+  pin(first);
+  return first;
 }
 
 // Row i of the thread's block, clamped to the block's last row. The small kernels load every
@@ -361,43 +401,117 @@ __device__ __forceinline__ int64_t small_row(const SmallIndex& s, int i) {
   return s.row0 + min(i, s.len - 1);
 }
 
-// The rows of the thread's block, V features each, of the kN tensors `from` into rows[t], and
-// which rows are real tokens. Every load is issued first (and pinned there), so all are in
-// flight together; a row past a short last block repeats its last row (small_row) and is not
-// real.
+// Offset of row i of the thread's block from its first row (s.at), in elements: i · d, below
+// 2^31 (dispatch.h's small_geometry checks d · kSmallMax), so in 32-bit arithmetic, and
+// pointer + offset is one multiply-add. The 64-bit offsets of every row took most of the small
+// kernels' instructions (forward_small: 630 integer against 220 floating-point instructions,
+// sm_90 SASS).
+template <typename T, typename A>
+__device__ __forceinline__ int small_offset(const Args<T, A>& p, int i) {
+  return i * static_cast<int>(p.d);
+}
+
+// A small block's loads as issued: the rows of kN tensors, V features each, the rows' mask
+// bytes (tested by real_rows only where the rows are used: testing them here would wait for
+// the loads here), and the V features' bias (0 without one).
+template <typename T, int V, int kN>
+struct SmallLoads {
+  Pack<T, V> rows[kN][kSmallMax];
+  int mask[kSmallMax];
+  T bias[V];
+};
+
+// Loads the rows of the thread's block of the kN tensors `from` into l.rows[t], their mask
+// bytes and the bias. Every load is issued first (and pinned there), so all are in flight
+// together; a row past a short last block repeats its last row (small_row).
 template <int V, int kN, typename T, typename A>
 __device__ __forceinline__ void load_small_block(const Args<T, A>& p, const SmallIndex& s,
                                                  const T* const (&from)[kN],
-                                                 Pack<T, V> (&rows)[kN][kSmallMax],
-                                                 bool (&real)[kSmallMax]) {
-  int mask[kSmallMax];
+                                                 SmallLoads<T, V, kN>& l) {
+  // The first row's address in each tensor (and in the mask), pinned: else the compiler folds
+  // s.at back into every row's offset, in 64-bit arithmetic again.
+  const T* first[kN];
+#pragma unroll
+  for (int t = 0; t < kN; ++t) first[t] = first_row(from[t], s.at);
+  const auto* mask =
+      p.mask ? first_row(reinterpret_cast<const unsigned char*>(p.mask), s.row0) : nullptr;
 #pragma unroll
   for (int i = 0; i < kSmallMax; ++i) {
-    const int64_t row = small_row(s, i);
+    const int row = min(i, s.len - 1);  // small_row
 #pragma unroll
     for (int t = 0; t < kN; ++t) {
-      rows[t][i] = load_pack<V>(from[t], row * p.d + s.k);
-      pin(rows[t][i]);
+      l.rows[t][i] = load_pack<V>(first[t], small_offset(p, row));
+      pin(l.rows[t][i]);
     }
-    mask[i] = mask_byte(p.mask, row);
-    pin(mask[i]);
+    l.mask[i] = p.mask == nullptr ? 1 : load_input(mask + row);  // mask_byte
+    pin(l.mask[i]);
   }
+#pragma unroll
+  for (int f = 0; f < V; ++f) {
+    l.bias[f] = p.bias != nullptr ? p.bias[s.k + f] : T(0);
+    pin(l.bias[f]);
+  }
+}
+
+// Which rows of the block are real tokens: inside the block and not padding.
+__device__ __forceinline__ void real_rows(const SmallIndex& s, const int (&mask)[kSmallMax],
+                                          bool (&real)[kSmallMax]) {
 #pragma unroll
   for (int i = 0; i < kSmallMax; ++i) real[i] = i < s.len && mask[i] != 0;
 }
 
-template <typename T, typename A, Direction D, bool kFixed, int V>
-__global__ void __launch_bounds__(kSmallThreads) forward_small(const Args<T, A> p) {
+// Runs body(s, loads, real) on the thread's small blocks, loads (SmallLoads) of the kN
+// tensors `from`.
+// One-shot (kPersistent false): the block of the thread's index, loaded, then computed, as a
+// grid of one thread per block. Persistent: a grid of only as many threads as the GPU holds at
+// once (the launcher caps it, Geometry::persistent), each taking blocks gid, gid + threads, ...
+// and issuing the next block's loads before computing this one, so that its loads are in
+// flight while it computes. The one-shot kernels load, compute and exit, and at r = 8 ran at
+// 23-41% of an H200's bandwidth with most stalls on global loads (bench/RESULTS.md).
+template <int V, bool kPersistent, int kN, typename T, typename A, typename Body>
+__device__ __forceinline__ void for_small_blocks(const Args<T, A>& p, const T* const (&from)[kN],
+                                                 Body&& body) {
+  int64_t gid = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   SmallIndex s;
-  if (!small_index<V>(p, s)) return;
+  if (!small_index_at<V>(p, gid, s)) return;
+  SmallLoads<T, V, kN> next;
+  load_small_block<V>(p, s, from, next);
+  if constexpr (!kPersistent) {
+    bool real[kSmallMax];
+    real_rows(s, next.mask, real);
+    body(s, next, real);
+  } else {
+    const int64_t stride = int64_t(gridDim.x) * blockDim.x;
+    for (;;) {
+      // The copies read the loaded registers; the compiler places them at the loop's back
+      // edge, after this block's math (checked in the SASS: bench/sass_loads.py).
+      const SmallIndex cur = s;
+      const SmallLoads<T, V, kN> loaded = next;
+      gid += stride;
+      const bool more = small_index_at<V>(p, gid, s);
+      if (more) load_small_block<V>(p, s, from, next);
+      bool real[kSmallMax];
+      real_rows(cur, loaded.mask, real);
+      body(cur, loaded, real);
+      if (!more) return;
+    }
+  }
+}
+
+// forward_small's work on one block: out (and lse, when wanted) of its rows, from the rows of
+// dep, value and head.
+template <typename T, typename A, Direction D, bool kFixed, int V>
+__device__ __forceinline__ void forward_small_block(const Args<T, A>& p, const SmallIndex& s,
+                                                    const SmallLoads<T, V, 3>& in,
+                                                    const bool (&real)[kSmallMax]) {
   enum { kDep, kValue, kHead };
-  Pack<T, V> in[3][kSmallMax], out[kSmallMax];
-  bool real[kSmallMax];
-  load_small_block<V>(p, s, {p.dep, p.value, p.head}, in, real);
-  const auto &dep = in[kDep], &value = in[kValue], &head = in[kHead];
+  Pack<T, V> out[kSmallMax];
+  T* const out_first = first_row(p.out, s.at);
+  A* const lse_first = p.lse ? first_row(p.lse, s.at) : nullptr;
+  const auto &dep = in.rows[kDep], &value = in.rows[kValue], &head = in.rows[kHead];
 #pragma unroll
   for (int f = 0; f < V; ++f) {  // each feature's softmaxes in turn
-    const A qbias = p.bias ? static_cast<A>(p.bias[s.k + f]) : A(0);
+    const A qbias = static_cast<A>(in.bias[f]);
     A xk[kSmallMax], xq[kSmallMax], v[kSmallMax];
 #pragma unroll
     for (int i = 0; i < kSmallMax; ++i) {
@@ -423,13 +537,22 @@ __global__ void __launch_bounds__(kSmallThreads) forward_small(const Args<T, A> 
         }
         out[j].x[f] = static_cast<T>(keys > 0 ? sm.out() : A(0));
         // The last feature completes the row's pack: stored at once, as at V = 1.
-        if (f == V - 1) store_pack<V>(p.out, (s.row0 + j) * p.d + s.k, out[j]);
-        if (p.lse != nullptr) {
-          p.lse[(s.row0 + j) * p.d + s.k + f] = keys > 0 ? sm.lse() : pos_inf<A>();
+        if (f == V - 1) store_pack<V>(out_first, small_offset(p, j), out[j]);
+        if (lse_first != nullptr) {
+          store_output(lse_first + small_offset(p, j) + f, keys > 0 ? sm.lse() : pos_inf<A>());
         }
       }
     }
   }
+}
+
+template <typename T, typename A, Direction D, bool kFixed, int V, bool kPersistent>
+__global__ void __launch_bounds__(kSmallThreads) forward_small(const Args<T, A> p) {
+  for_small_blocks<V, kPersistent>(
+      p, {p.dep, p.value, p.head},
+      [&](const SmallIndex& s, const SmallLoads<T, V, 3>& in, const bool(&real)[kSmallMax]) {
+        forward_small_block<T, A, D, kFixed, V>(p, s, in, real);
+      });
 }
 
 // backward_small's last stores: d_dep and d_value of the block's rows, and the block's d_head
@@ -518,18 +641,19 @@ __global__ void __launch_bounds__(kSmallThreads) backward_small(const Args<T, A>
 // kFixed picks the pivot as forward_small's does; V is its vector width too. Like
 // backward_small it writes the block's d_head sums for d_bias.
 template <typename T, typename A, Direction D, bool kFixed, int V>
-__global__ void __launch_bounds__(kSmallThreads) backward_small_recompute(const Args<T, A> p) {
-  SmallIndex s;
-  if (!small_index<V>(p, s)) return;
+__device__ __forceinline__ void backward_small_recompute_block(
+    const Args<T, A>& p, const SmallIndex& s, const SmallLoads<T, V, 4>& in,
+    const bool (&real)[kSmallMax]) {
   enum { kDep, kValue, kHead, kGrad };
-  Pack<T, V> in[4][kSmallMax];
   Pack<T, V> d_dep[kSmallMax], d_value[kSmallMax], d_head[kSmallMax];
-  bool real[kSmallMax];
-  load_small_block<V>(p, s, {p.dep, p.value, p.head, p.grad_out}, in, real);
-  const auto &dep = in[kDep], &value = in[kValue], &head = in[kHead], &grad = in[kGrad];
+  T* const d_dep_first = first_row(p.d_dep, s.at);
+  T* const d_head_first = first_row(p.d_head, s.at);
+  T* const d_value_first = first_row(p.d_value, s.at);
+  const auto &dep = in.rows[kDep], &value = in.rows[kValue], &head = in.rows[kHead],
+             &grad = in.rows[kGrad];
 #pragma unroll
   for (int f = 0; f < V; ++f) {  // each feature's softmaxes and gradients in turn
-    const A qbias = p.bias ? static_cast<A>(p.bias[s.k + f]) : A(0);
+    const A qbias = static_cast<A>(in.bias[f]);
     A xk[kSmallMax], xq[kSmallMax], v[kSmallMax], g[kSmallMax];
     A dd[kSmallMax], dv[kSmallMax];
     A d_bias = A(0);  // this block's d_head summed, for d_bias
@@ -581,7 +705,7 @@ __global__ void __launch_bounds__(kSmallThreads) backward_small_recompute(const 
         const A dh = head_grad(g[j], ha, hs, hr);
         d_head[j].x[f] = static_cast<T>(dh);
         // The last feature completes the row's pack: stored at once, as at V = 1.
-        if (f == V - 1) store_pack<V>(p.d_head, (s.row0 + j) * p.d + s.k, d_head[j]);
+        if (f == V - 1) store_pack<V>(d_head_first, small_offset(p, j), d_head[j]);
         d_bias += dh;
       }
     }
@@ -590,13 +714,21 @@ __global__ void __launch_bounds__(kSmallThreads) backward_small_recompute(const 
       d_dep[i].x[f] = static_cast<T>(dd[i]);
       d_value[i].x[f] = static_cast<T>(dv[i]);
       if (f == V - 1 && i < s.len) {
-        const int64_t off = (s.row0 + i) * p.d + s.k;
-        store_pack<V>(p.d_dep, off, d_dep[i]);
-        store_pack<V>(p.d_value, off, d_value[i]);
+        store_pack<V>(d_dep_first, small_offset(p, i), d_dep[i]);
+        store_pack<V>(d_value_first, small_offset(p, i), d_value[i]);
       }
     }
     if (p.d_bias_part != nullptr) p.d_bias_part[s.bb * p.d + s.k + f] = d_bias;
   }
+}
+
+template <typename T, typename A, Direction D, bool kFixed, int V, bool kPersistent>
+__global__ void __launch_bounds__(kSmallThreads) backward_small_recompute(const Args<T, A> p) {
+  for_small_blocks<V, kPersistent>(
+      p, {p.dep, p.value, p.head, p.grad_out},
+      [&](const SmallIndex& s, const SmallLoads<T, V, 4>& in, const bool(&real)[kSmallMax]) {
+        backward_small_recompute_block<T, A, D, kFixed, V>(p, s, in, real);
+      });
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -21,7 +21,8 @@
 namespace blosa::cuda {
 
 // How the kernels run; masked_block_attn_cuda.cu reads it from BLOSA_CUDA_TILE,
-// BLOSA_CUDA_BACKWARD, BLOSA_CUDA_FORWARD and BLOSA_CUDA_SMALL_VEC, for tuning.
+// BLOSA_CUDA_BACKWARD, BLOSA_CUDA_FORWARD, BLOSA_CUDA_SMALL_VEC and BLOSA_CUDA_SMALL_PERSISTENT,
+// for tuning.
 struct KernelOptions {
   // Rows (queries, or keys in backward) per thread: 4 or 8. 8 was the fastest forward+backward
   // on an H200 (bench/RESULTS.md); 16 was slower everywhere and is gone.
@@ -38,6 +39,12 @@ struct KernelOptions {
   // small_vec() allows it: one load of 2 · sizeof(T) bytes per row instead of two. Off (1)
   // until a GPU run measures it.
   int small_vec = 1;
+  // The small-block forward and recomputing backward as persistent kernels (for_small_blocks in
+  // attn_kernels.cuh): as many threads as fit on the GPU at once, each looping over blocks with
+  // the next block's loads in flight while it computes this one. For the constant pivot and
+  // float accumulation (the other calls keep the one-shot kernels). Off until a GPU run
+  // measures it.
+  bool small_persistent = false;
 };
 
 // The type inputs of type T accumulate in: float (double for double).
@@ -81,10 +88,13 @@ void with_base_args(const at::Tensor& dep, const at::Tensor& head, const at::Ten
 }
 
 // A launch: grid (gx, gy) of thread blocks of (bx, by) threads. The tiled kernels also take
-// the number of tiles per sequence block and in all.
+// the number of tiles per sequence block and in all. A persistent kernel's threads loop over
+// the work of gx · bx threads, so the launcher may run fewer thread blocks than gx: as many as
+// the GPU holds at once.
 struct Geometry {
   int64_t gx, gy, bx, by;
   int64_t tiles_per_block = 0, total = 0;
+  bool persistent = false;
 };
 
 // a set up for the small kernels' thread index at vector width vec (small_index).
@@ -100,10 +110,22 @@ Args<T, A> with_small_index(Args<T, A> a, int vec) {
 }
 
 template <typename T, typename A>
-Geometry small_geometry(const Args<T, A>& a, int vec = 1) {
+Geometry small_geometry(const Args<T, A>& a, int vec = 1, bool persistent = false) {
   const int64_t blocks = ceil_div(a.B * a.nblocks * (a.d / vec), kSmallThreads);
-  TORCH_CHECK(blocks <= std::numeric_limits<int>::max(), "masked_block_attn: input too large");
-  return {blocks, 1, kSmallThreads, 1};
+  TORCH_CHECK(persistent || blocks <= std::numeric_limits<int>::max(),
+              "masked_block_attn: input too large");
+  // small_offset's rows in 32-bit arithmetic (the CUDA op allows d <= 65535 · 32).
+  TORCH_CHECK(a.d * kSmallMax <= std::numeric_limits<int>::max(),
+              "masked_block_attn: d too large for blocks of at most ", kSmallMax);
+  Geometry g{blocks, 1, kSmallThreads, 1};
+  g.persistent = persistent;
+  return g;
+}
+
+// Whether the small kernels of this call run persistent (KernelOptions::small_persistent).
+template <typename A>
+bool small_persistent(KernelOptions opt, bool fixed) {
+  return opt.small_persistent && fixed && std::is_same_v<A, float>;
 }
 
 template <typename T, typename A>
@@ -205,15 +227,22 @@ void dispatch_forward(const Args<T, A>& a, double scale, KernelOptions opt, Laun
   const bool fixed = use_fixed_pivot<A>(scale);
   if (a.r <= kSmallMax) {
     const int vec = small_vec(a, opt);
-    const Geometry g = small_geometry(a, vec);
+    const bool persistent = small_persistent<A>(opt, fixed);
+    const Geometry g = small_geometry(a, vec, persistent);
     with_direction(a.dir, [&](auto dc) {
       constexpr Direction D = decltype(dc)::value;
       with_vec<T>(vec, [&](auto vc) {
         constexpr int V = decltype(vc)::value;
+        if constexpr (std::is_same_v<A, float>) {
+          if (persistent) {
+            launch(forward_small<T, A, D, true, V, true>, g, with_small_index(a, V));
+            return;
+          }
+        }
         if (fixed) {
-          launch(forward_small<T, A, D, true, V>, g, with_small_index(a, V));
+          launch(forward_small<T, A, D, true, V, false>, g, with_small_index(a, V));
         } else {
-          launch(forward_small<T, A, D, false, V>, g, with_small_index(a, V));
+          launch(forward_small<T, A, D, false, V, false>, g, with_small_index(a, V));
         }
       });
     });
@@ -254,7 +283,8 @@ void dispatch_backward(const Args<T, A>& a, double scale, KernelOptions opt, int
   if (a.r <= kSmallMax) {
     const bool fixed = use_fixed_pivot<A>(scale);
     const int vec = a.lse_in != nullptr ? 1 : small_vec(a, opt);
-    const Geometry g = small_geometry(a, vec);
+    const bool persistent = a.lse_in == nullptr && small_persistent<A>(opt, fixed);
+    const Geometry g = small_geometry(a, vec, persistent);
     with_direction(a.dir, [&](auto dc) {
       constexpr Direction D = decltype(dc)::value;
       if (a.lse_in != nullptr) {
@@ -263,10 +293,16 @@ void dispatch_backward(const Args<T, A>& a, double scale, KernelOptions opt, int
       }
       with_vec<T>(vec, [&](auto vc) {
         constexpr int V = decltype(vc)::value;
+        if constexpr (std::is_same_v<A, float>) {
+          if (persistent) {
+            launch(backward_small_recompute<T, A, D, true, V, true>, g, with_small_index(a, V));
+            return;
+          }
+        }
         if (fixed) {
-          launch(backward_small_recompute<T, A, D, true, V>, g, with_small_index(a, V));
+          launch(backward_small_recompute<T, A, D, true, V, false>, g, with_small_index(a, V));
         } else {
-          launch(backward_small_recompute<T, A, D, false, V>, g, with_small_index(a, V));
+          launch(backward_small_recompute<T, A, D, false, V, false>, g, with_small_index(a, V));
         }
       });
     });

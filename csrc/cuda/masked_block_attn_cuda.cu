@@ -10,9 +10,13 @@
 #include <c10/cuda/CUDAStream.h>
 #include <torch/library.h>
 
+#include <algorithm>
 #include <cstdlib>
+#include <map>
+#include <mutex>
 #include <optional>
 #include <string>
+#include <utility>
 
 #include "../op_checks.h"
 #include "dispatch.h"
@@ -48,6 +52,9 @@ void check_cuda_inputs(const at::Tensor& dep) {
 //   BLOSA_CUDA_SMALL_VEC=1|2        features per thread of the small-block forward and
 //                                   recomputing backward (blocks of at most 8): 2 loads each
 //                                   row's two features in one access.
+//   BLOSA_CUDA_SMALL_PERSISTENT=0|1 those two kernels as persistent ones: a grid the GPU holds
+//                                   at once, each thread looping over blocks with the next
+//                                   block's loads in flight while it computes.
 std::optional<std::string> env_value(const char* name) {
   const char* value = std::getenv(name);
   if (value == nullptr || *value == '\0') return std::nullopt;
@@ -76,7 +83,30 @@ cuda::KernelOptions kernel_options_from_env() {
                       *vec, "'");
     opt.small_vec = std::stoi(*vec);
   }
+  if (const auto persistent = env_value("BLOSA_CUDA_SMALL_PERSISTENT")) {
+    TORCH_CHECK_VALUE(*persistent == "0" || *persistent == "1",
+                      "BLOSA_CUDA_SMALL_PERSISTENT must be 0 or 1, got '", *persistent, "'");
+    opt.small_persistent = *persistent == "1";
+  }
   return opt;
+}
+
+// Thread blocks of `threads` threads of `kernel` that the current device holds at once (all
+// its SMs, as many per SM as the kernel's registers allow), cached per kernel and device.
+int64_t resident_blocks(const void* kernel, int threads) {
+  static std::mutex lock;
+  static std::map<std::pair<const void*, int>, int64_t> cache;
+  int device = 0;
+  C10_CUDA_CHECK(cudaGetDevice(&device));
+  const std::lock_guard<std::mutex> guard(lock);
+  const auto key = std::make_pair(kernel, device);
+  if (const auto hit = cache.find(key); hit != cache.end()) return hit->second;
+  int sms = 0, per_sm = 0;
+  C10_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  C10_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, 0));
+  const int64_t blocks = int64_t(sms) * std::max(per_sm, 1);
+  cache.emplace(key, blocks);
+  return blocks;
 }
 
 // Launches a kernel chosen by dispatch_forward / dispatch_backward on `stream`.
@@ -84,7 +114,12 @@ struct GpuLaunch {
   cudaStream_t stream;
   template <typename Kernel, typename... KernelArgs>
   void operator()(Kernel kernel, const cuda::Geometry& g, const KernelArgs&... args) const {
-    const dim3 grid(static_cast<unsigned int>(g.gx), static_cast<unsigned int>(g.gy));
+    int64_t gx = g.gx;
+    if (g.persistent) {
+      gx = std::min(gx, resident_blocks(reinterpret_cast<const void*>(kernel),
+                                        static_cast<int>(g.bx * g.by)));
+    }
+    const dim3 grid(static_cast<unsigned int>(gx), static_cast<unsigned int>(g.gy));
     const dim3 block(static_cast<unsigned int>(g.bx), static_cast<unsigned int>(g.by));
     kernel<<<grid, block, 0, stream>>>(args...);
     C10_CUDA_KERNEL_LAUNCH_CHECK();
