@@ -402,3 +402,25 @@ def test_forward_without_lse_writes_the_same_output(emulated, n, block_len, tile
         want, _ = emulated.fwd(*xs, mask, block_len, direction, 5.0, tile, staged)
         assert lse.shape == (0,)
         assert torch.equal(out, want), direction
+
+
+@pytest.mark.parametrize("persistent", [0, 1])
+@pytest.mark.parametrize("scale", (5.0, 100.0))  # both pivot paths
+@pytest.mark.parametrize("n, block_len, tile", [(23, 8, 8), (23, 3, 8), (45, 20, 4), (45, 0, 8)])
+def test_nan_input_gives_nan_where_the_reference_does(emulated, n, block_len, tile, scale,
+                                                      persistent):
+    # A NaN in one key's dep must reach the output of every query that attends that key,
+    # exactly where the reference's does, and no other: the kernels decide "has keys" from the
+    # mask and the blocks, and from a softmax sum that a NaN keeps nonzero.
+    gen = generator_for("emulated-nan", n, block_len, tile, scale, persistent)
+    inputs, mask, _ = make_case(2, n, 13, gen, False, "holes")
+    real = torch.nonzero(mask.flatten()).flatten()
+    row = real[int(torch.randint(0, len(real), (1,), generator=gen))]
+    inputs[0].view(-1, 13)[row, 4] = float("nan")
+    for direction in DIRECTIONS:
+        out, _ = emulated.fwd(*inputs[:3], None, mask, block_len, direction, scale, tile, False,
+                              True, 1, persistent)
+        want = masked_block_attn_ref(*inputs[:3], None, mask, block_len, direction, scale)
+        if direction == "all":  # the key's own query attends it: the case is not vacuous
+            assert torch.isnan(want).any()
+        assert torch.equal(torch.isnan(out), torch.isnan(want)), direction

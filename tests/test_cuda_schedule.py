@@ -6,8 +6,10 @@ compiler placed each key's loads right before its math (bench/RESULTS.md); strea
 stream_chunks (csrc/cuda/) load rows two rows or one chunk ahead so that the loads' latency
 hides behind math. The compiler is free to undo that, and did in four ways (bench/RESULTS.md,
 "Loads two rows ahead"); only the machine code shows it, so this checks every loop of every
-float32/float16/bfloat16 tiled kernel the build has. Skipped, with the reason, where the build
-has no CUDA kernels (a CPU-only install); CI builds them.
+float32/float16/bfloat16 tiled kernel the build has, and the loop of every persistent
+small-block kernel (for_small_blocks), which loads the next block before computing this one.
+Skipped, with the reason, where the build has no CUDA kernels (a CPU-only install); CI builds
+them.
 """
 from __future__ import annotations
 
@@ -34,14 +36,29 @@ DTYPES = {"float32": "f", "bfloat16": "N3c108BFloat16E", "float16": "N3c104HalfE
 # least that. The schedules this replaced (fb6aebc) read a row 1 to 21 instructions after its
 # load.
 MIN_LOAD_TO_USE = 30
+# A persistent small-block kernel's loop computes one whole block (500 to 2000 instructions)
+# between loading the next block's rows and reading them. A select of the bias on its load
+# once made it wait 3 instructions after that load.
+PERSISTENT = ("forward_small", "backward_small_recompute")
+MIN_PERSISTENT_LOAD_TO_USE = 300
 
 
 @pytest.fixture(scope="module")
 def kernels():
     so = sass_loads.built_extension()
     assert so, "no built extension under python/blosa"
-    sass, _ = sass_loads.dump(so, "(" + "|".join(KERNELS) + ")I")
+    sass, _ = sass_loads.dump(so, "(" + "|".join(KERNELS + PERSISTENT) + ")I")
     return sass_loads.parse_functions(sass)
+
+
+def loop_loads(functions):
+    """(kernel, instruction, address, distance to its first reader) of every global load in a
+    loop with special-function work."""
+    for name, code in functions.items():
+        for loop in sass_loads.loops(code):
+            for address, instruction, distance in loop.loads:
+                if "LDG" in instruction and distance is not None:
+                    yield name, instruction, address, distance
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -51,13 +68,26 @@ def test_loops_load_ahead(kernels, kernel, dtype):
     functions = {name: code for name, code in kernels.items() if mangled.search(name)}
     assert functions, f"no {kernel} for {dtype} in the build"
     checked = 0
-    for name, code in functions.items():
-        for loop in sass_loads.loops(code):  # every loop with special-function work
-            for address, instruction, distance in loop.loads:
-                if "LDG" not in instruction or distance is None:
-                    continue
-                checked += 1
-                assert distance >= MIN_LOAD_TO_USE, (
-                    f"{name}: `{instruction}` at {address:#06x} is read {distance} "
-                    f"instructions later (python bench/sass_loads.py --kernels {kernel})")
+    for name, instruction, address, distance in loop_loads(functions):
+        checked += 1
+        assert distance >= MIN_LOAD_TO_USE, (
+            f"{name}: `{instruction}` at {address:#06x} is read {distance} "
+            f"instructions later (python bench/sass_loads.py --kernels {kernel})")
     assert checked, f"{kernel} ({dtype}): no global load found in a loop"
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("kernel", PERSISTENT)
+def test_persistent_loops_load_the_next_block_ahead(kernels, kernel, dtype):
+    # Template arguments <T, float, direction, fixed pivot, V, persistent = true>.
+    mangled = re.compile(rf"^_ZN5blosa4cuda\d+{kernel}I{DTYPES[dtype]}fLNS_9DirectionE\dE"
+                         r"Lb1ELi\dELb1E")
+    functions = {name: code for name, code in kernels.items() if mangled.search(name)}
+    assert len(functions) == 8, f"{kernel} ({dtype}): {len(functions)} persistent kernels"
+    loads = list(loop_loads(functions))
+    # every row of up to four tensors, the mask bytes and the bias, in each kernel
+    assert len(loads) >= 8 * 30, f"{kernel} ({dtype}): {len(loads)} loads in loops"
+    for name, instruction, address, distance in loads:
+        assert distance >= MIN_PERSISTENT_LOAD_TO_USE, (
+            f"{name}: `{instruction}` at {address:#06x} is read {distance} instructions later "
+            f"(python bench/sass_loads.py --kernels {kernel})")

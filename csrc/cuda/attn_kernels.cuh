@@ -200,6 +200,9 @@ struct Softmax {
       online_softmax_update_exp2(a * t, v, m2, sum, acc);
     }
   }
+  // Whether any key was added: sum >= 2^-116 then with the fixed pivot (FixedPivotLimit), and
+  // >= 1 with a running maximum (its key adds exp2(0)); a NaN sum counts, so NaN propagates.
+  __device__ __forceinline__ bool has_keys() const { return sum != A(0); }
   __device__ __forceinline__ A out() const { return acc / sum; }
   __device__ __forceinline__ A lse() const { return log_sum_exp2(m2, sum); }
 };
@@ -413,7 +416,7 @@ __device__ __forceinline__ int small_offset(const Args<T, A>& p, int i) {
 
 // A small block's loads as issued: the rows of kN tensors, V features each, the rows' mask
 // bytes (tested by real_rows only where the rows are used: testing them here would wait for
-// the loads here), and the V features' bias (0 without one).
+// the loads here), and the V features' bias (unset without one: read it with small_bias).
 template <typename T, int V, int kN>
 struct SmallLoads {
   Pack<T, V> rows[kN][kSmallMax];
@@ -446,11 +449,23 @@ __device__ __forceinline__ void load_small_block(const Args<T, A>& p, const Smal
     l.mask[i] = p.mask == nullptr ? 1 : load_input(mask + row);  // mask_byte
     pin(l.mask[i]);
   }
+  // Without a bias l.bias is left unset (small_bias reads it only with one): a select of 0 here
+  // read the loaded register, so the thread waited for the load right after issuing it
+  // (backward_small_recompute's SASS).
+  if (p.bias != nullptr) {
 #pragma unroll
-  for (int f = 0; f < V; ++f) {
-    l.bias[f] = p.bias != nullptr ? p.bias[s.k + f] : T(0);
-    pin(l.bias[f]);
+    for (int f = 0; f < V; ++f) {
+      l.bias[f] = p.bias[s.k + f];
+      pin(l.bias[f]);
+    }
   }
+}
+
+// Feature f's bias, as load_small_block loaded it, or 0 without one.
+template <typename T, typename A, int V, int kN>
+__device__ __forceinline__ A small_bias(const Args<T, A>& p, const SmallLoads<T, V, kN>& l,
+                                        int f) {
+  return p.bias != nullptr ? static_cast<A>(l.bias[f]) : A(0);
 }
 
 // Which rows of the block are real tokens: inside the block and not padding.
@@ -511,7 +526,7 @@ __device__ __forceinline__ void forward_small_block(const Args<T, A>& p, const S
   const auto &dep = in.rows[kDep], &value = in.rows[kValue], &head = in.rows[kHead];
 #pragma unroll
   for (int f = 0; f < V; ++f) {  // each feature's softmaxes in turn
-    const A qbias = static_cast<A>(in.bias[f]);
+    const A qbias = small_bias(p, in, f);
     A xk[kSmallMax], xq[kSmallMax], v[kSmallMax];
 #pragma unroll
     for (int i = 0; i < kSmallMax; ++i) {
@@ -525,29 +540,35 @@ __device__ __forceinline__ void forward_small_block(const Args<T, A>& p, const S
       if (j < s.len) {
         Softmax<A, kFixed> sm;
         sm.init(p.a);
-        int keys = 0;
         if (real[j]) {
 #pragma unroll
           for (int i = 0; i < kSmallMax; ++i) {
-            if (pair_ok<D>(i, j) && real[i]) {
-              ++keys;
-              sm.add(tanh_fast(xk[i] + xq[j]), v[i], p.a);
-            }
+            if (pair_ok<D>(i, j) && real[i]) sm.add(tanh_fast(xk[i] + xq[j]), v[i], p.a);
           }
         }
-        out[j].x[f] = static_cast<T>(keys > 0 ? sm.out() : A(0));
+        const bool has_keys = sm.has_keys();
+        out[j].x[f] = static_cast<T>(has_keys ? sm.out() : A(0));
         // The last feature completes the row's pack: stored at once, as at V = 1.
         if (f == V - 1) store_pack<V>(out_first, small_offset(p, j), out[j]);
         if (lse_first != nullptr) {
-          store_output(lse_first + small_offset(p, j) + f, keys > 0 ? sm.lse() : pos_inf<A>());
+          store_output(lse_first + small_offset(p, j) + f, has_keys ? sm.lse() : pos_inf<A>());
         }
       }
     }
   }
 }
 
+// Thread blocks per SM that forward_small's registers must allow (0: no bound). Persistent, one
+// feature a thread, directions "forward" and "backward" (Bi-BloSA's), it needs 80 to 101
+// registers, and 3 blocks of 256 threads fit only at <= 80: so bounded, it fits in 80 with
+// no spill (float16: 4 bytes), where "diag" and "all" (twice the pairs) would spill 54-106.
+template <Direction D, int V, bool kPersistent>
+constexpr int kForwardSmallBlocksPerSM =
+    kPersistent && V == 1 && (D == Direction::kForward || D == Direction::kBackward) ? 3 : 0;
+
 template <typename T, typename A, Direction D, bool kFixed, int V, bool kPersistent>
-__global__ void __launch_bounds__(kSmallThreads) forward_small(const Args<T, A> p) {
+__global__ void __launch_bounds__(kSmallThreads, (kForwardSmallBlocksPerSM<D, V, kPersistent>))
+    forward_small(const Args<T, A> p) {
   for_small_blocks<V, kPersistent>(
       p, {p.dep, p.value, p.head},
       [&](const SmallIndex& s, const SmallLoads<T, V, 3>& in, const bool(&real)[kSmallMax]) {
@@ -653,7 +674,7 @@ __device__ __forceinline__ void backward_small_recompute_block(
              &grad = in.rows[kGrad];
 #pragma unroll
   for (int f = 0; f < V; ++f) {  // each feature's softmaxes and gradients in turn
-    const A qbias = static_cast<A>(in.bias[f]);
+    const A qbias = small_bias(p, in, f);
     A xk[kSmallMax], xq[kSmallMax], v[kSmallMax], g[kSmallMax];
     A dd[kSmallMax], dv[kSmallMax];
     A d_bias = A(0);  // this block's d_head summed, for d_bias
