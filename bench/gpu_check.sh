@@ -84,14 +84,15 @@ sfu_status=$?
 echo >> "$LOG/sfu.md"
 timed "bias reduction" 30 $PY bench/bias_reduce.py >> "$LOG/sfu.md" 2>&1
 
-# Which unit holds each CUDA kernel back: Nsight Compute's summary sections (the five kernels,
-# the one-block forward with padding, the fused backward, the staged forward), where ncu can
+# Which unit holds each CUDA kernel back: Nsight Compute's summary sections (the r = 8 training
+# kernels one-shot and persistent, the one-block kernels, the one-block forward with padding,
+# the fused backward, the staged forward), where ncu can
 # read the counters (not on every machine; a failure here does not fail the check).
 NCU=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | tail -1)
 if [ -n "$NCU" ]; then
   step "ncu ($NCU)"
-  timed ncu ${NCU_TIMEOUT:-60} "$NCU" --clock-control none --kernel-name regex:'_small|_tiled|_sums|_staged' \
-    --launch-count 9 --section SpeedOfLight --section ComputeWorkloadAnalysis \
+  timed ncu ${NCU_TIMEOUT:-75} "$NCU" --clock-control none --kernel-name regex:'_small|_tiled|_sums|_staged' \
+    --launch-count 11 --section SpeedOfLight --section ComputeWorkloadAnalysis \
     --section WarpStateStats --section Occupancy $PY bench/ncu_kernels.py > "$LOG/ncu.txt" 2>&1
   echo "ncu exit $? (report in ncu.txt)"
   grep -E "forward_|backward_|_sums|Duration|Throughput|Achieved Occupancy|Issue Slots Busy|Registers Per" \

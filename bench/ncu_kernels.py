@@ -1,13 +1,15 @@
 """The CUDA C++ kernels of the benchmark sizes, each launched once, for Nsight Compute.
 
-    ncu --clock-control none --kernel-name regex:'_small|_tiled|_sums|_staged' --launch-count 9 \
+    ncu --clock-control none --kernel-name regex:'_small|_tiled|_sums|_staged' --launch-count 11 \
         python bench/ncu_kernels.py
 
-B=64, n=384, d=300, float32, direction "forward": blocks of 8 (forward_small, backward_small)
-and one block (forward_tiled, backward_query_tiled, backward_key_tiled), then forward_tiled
-again with a padding mask (the last quarter of every sequence), whose mask bytes the key loop
-reads, then the fused one-block backward (backward_fused_tiled, head_grad_from_sums) and the
-staged one-block forward (forward_staged).
+B=64, n=384, d=300, direction "forward". Blocks of 8, bfloat16, as a training step runs them
+(the forward saves no lse, the backward recomputes it): forward_small and
+backward_small_recompute, then both again persistent (BLOSA_CUDA_SMALL_PERSISTENT=1). One
+block, float32: forward_tiled, backward_query_tiled, backward_key_tiled; forward_tiled again
+with a padding mask (the last quarter of every sequence), whose mask bytes the key loop reads;
+the fused backward (backward_fused_tiled, head_grad_from_sums); the staged forward
+(forward_staged).
 bench/gpu_check.sh runs it under ncu when ncu is there, to tell which unit (special
 functions, memory, issue) holds each kernel back.
 """
@@ -28,21 +30,30 @@ def main() -> int:
     gen = torch.Generator(device="cuda").manual_seed(0)
     dep, head, value, grad_out = (torch.randn(64, 384, 300, device="cuda", generator=gen) for _ in range(4))
     bias = torch.randn(300, device="cuda", generator=gen)
-    for block_len in (8, 0):
-        settings = (block_len, "forward", 5.0)
-        out, lse = torch.ops.blosa.masked_block_attn_fwd(dep, head, value, bias, None, *settings)
-        torch.ops.blosa.masked_block_attn_bwd(grad_out, dep, head, value, bias, None, out, lse, *settings)
-    # The sixth launch: the one-block forward with padding, to compare with the unmasked one.
+    fwd, bwd = torch.ops.blosa.masked_block_attn_fwd, torch.ops.blosa.masked_block_attn_bwd
+    # Launches 1-4: blocks of 8 in bfloat16, one-shot then persistent; the backward gets empty
+    # out and lse, as autograd passes them after a forward that kept none.
+    small = [t.bfloat16() for t in (dep, head, value, bias, grad_out)]
+    settings = (8, "forward", 5.0)
+    for persistent in ("0", "1"):
+        os.environ["BLOSA_CUDA_SMALL_PERSISTENT"] = persistent
+        out, lse = fwd(*small[:4], None, *settings, compute_lse=False)
+        bwd(small[4], *small[:4], None, out.new_empty(0), lse, *settings)
+    os.environ.pop("BLOSA_CUDA_SMALL_PERSISTENT")
+    # Launches 5-7: one block in float32, forward and the split backward.
+    settings = (0, "forward", 5.0)
+    out, lse = fwd(dep, head, value, bias, None, *settings)
+    bwd(grad_out, dep, head, value, bias, None, out, lse, *settings)
+    # The eighth: the one-block forward with padding, to compare with the unmasked one.
     mask = torch.ones(64, 384, dtype=torch.bool, device="cuda")
     mask[:, 288:] = False
-    torch.ops.blosa.masked_block_attn_fwd(dep, head, value, bias, mask, 0, "forward", 5.0)
-    # The seventh and eighth: the fused backward of the unmasked one block (out and lse from
-    # the loop's last round).
+    fwd(dep, head, value, bias, mask, *settings)
+    # The ninth and tenth: the fused backward of the unmasked one block.
     os.environ["BLOSA_CUDA_BACKWARD"] = "fused"
-    torch.ops.blosa.masked_block_attn_bwd(grad_out, dep, head, value, bias, None, out, lse, 0, "forward", 5.0)
-    # The ninth: the staged forward of the unmasked one block.
+    bwd(grad_out, dep, head, value, bias, None, out, lse, *settings)
+    # The eleventh: the staged forward of the unmasked one block.
     os.environ["BLOSA_CUDA_FORWARD"] = "staged"
-    torch.ops.blosa.masked_block_attn_fwd(dep, head, value, bias, None, 0, "forward", 5.0)
+    fwd(dep, head, value, bias, None, *settings)
     torch.cuda.synchronize()
     return 0
 

@@ -5,8 +5,9 @@
 #include "host_shim.h"  // first: defines the CUDA keywords the kernel headers use
 
 #include <ATen/Parallel.h>
-#include <atomic>
 #include <torch/library.h>
+
+#include <atomic>
 
 #include "../../csrc/cuda/dispatch.h"
 
