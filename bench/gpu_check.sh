@@ -5,11 +5,13 @@
 # Logs land in $OUT when it is set (the device tool's folder), else in /tmp/blosa-gpu-check:
 # device.txt, sfu.md, rates.md, rates.json, tests_cuda.log, cuda_errors.json, tests_triton.log,
 # ncu.txt (eight files, the most the device tool returns).
-# Steps run most valuable first (build, kernel rates, CUDA tests, Triton tests, the
-# special-function ceiling, ncu), each under its own timeout (RATES_TIMEOUT, CUDA_TESTS_TIMEOUT,
-# TRITON_TESTS_TIMEOUT, SFU_TIMEOUT, NCU_TIMEOUT) cut to what is left of BUDGET seconds for the
-# whole check (default 570, inside a 10-minute device call), so that it always ends with its
-# tables, whatever a step costs on the day; a step with under 20 s left is skipped.
+# Steps run most valuable first (build, kernel rates, CUDA tests, ncu, Triton tests, then the
+# special-function ceiling, measured before and kept for a new card), each under its own
+# timeout (RATES_TIMEOUT, CUDA_TESTS_TIMEOUT, NCU_TIMEOUT, TRITON_TESTS_TIMEOUT, SFU_TIMEOUT)
+# cut to what is left of BUDGET seconds for the whole check (default 570, inside a 10-minute
+# device call), so that it always ends with its tables, whatever a step costs on the day; a
+# step with under 20 s left is skipped. A step out of time gets SIGINT first, on which pytest
+# prints its summary of the tests it ran and gpu_rates.py its tables of the jobs it measured.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 PY=${PY:-python3}
@@ -34,8 +36,8 @@ limit() {
   local left=$((BUDGET - SECONDS - 15))
   echo $(( left < $1 ? left : $1 ))
 }
-# timed NAME WANT COMMAND...: COMMAND under `timeout $(limit WANT)`, or skipped (status 124)
-# when under 20 s are left.
+# timed NAME WANT COMMAND...: COMMAND under `timeout $(limit WANT)` (SIGINT, then SIGKILL 15 s
+# later), or skipped (status 124) when under 20 s are left.
 timed() {
   local name=$1 seconds
   seconds=$(limit "$2")
@@ -44,7 +46,7 @@ timed() {
     echo "skipped $name: ${seconds}s of the budget left"
     return 124
   fi
-  timeout "$seconds" "$@"
+  timeout -s INT -k 15 "$seconds" "$@"
 }
 
 step build
@@ -65,10 +67,26 @@ timed rates ${RATES_TIMEOUT:-170} $PY bench/gpu_rates.py --out "$LOG/rates.json"
 rates_status=$?
 
 step "GPU tests"
-BLOSA_CUDA_ERR_LOG="$LOG/cuda_errors.json" timed "CUDA tests" ${CUDA_TESTS_TIMEOUT:-140} $PY -m pytest \
+BLOSA_CUDA_ERR_LOG="$LOG/cuda_errors.json" timed "CUDA tests" ${CUDA_TESTS_TIMEOUT:-170} $PY -m pytest \
   tests/test_cuda.py tests/test_nn_cuda.py -q -rs --maxfail=20 -p no:cacheprovider > "$LOG/tests_cuda.log" 2>&1
 tests_status=$?
 tail -25 "$LOG/tests_cuda.log"
+
+# Which unit holds each CUDA kernel back: Nsight Compute's summary sections (the r = 8 training
+# kernels one-shot and persistent, the one-block kernels, the one-block forward with padding,
+# the fused backward, the staged forward), where ncu can read the counters (not on every
+# machine; a failure here does not fail the check).
+NCU=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | tail -1)
+if [ -n "$NCU" ]; then
+  step "ncu ($NCU)"
+  timed ncu ${NCU_TIMEOUT:-75} "$NCU" --clock-control none --kernel-name regex:'_small|_tiled|_sums|_staged' \
+    --launch-count 11 --section SpeedOfLight --section ComputeWorkloadAnalysis \
+    --section WarpStateStats --section Occupancy $PY bench/ncu_kernels.py > "$LOG/ncu.txt" 2>&1
+  echo "ncu exit $? (report in ncu.txt)"
+  grep -E "forward_|backward_|_sums|Duration|Throughput|Achieved Occupancy|Issue Slots Busy|Registers Per" \
+    "$LOG/ncu.txt" | cut -c1-120 | head -70
+fi
+
 step "Triton GPU tests"
 # Without test_triton_compiles.py: it compiles every kernel for sm_90 without running it, for
 # CI's machines without a GPU (about 40 s); here the other tests compile and run them all.
@@ -84,26 +102,12 @@ sfu_status=$?
 echo >> "$LOG/sfu.md"
 timed "bias reduction" 30 $PY bench/bias_reduce.py >> "$LOG/sfu.md" 2>&1
 
-# Which unit holds each CUDA kernel back: Nsight Compute's summary sections (the r = 8 training
-# kernels one-shot and persistent, the one-block kernels, the one-block forward with padding,
-# the fused backward, the staged forward), where ncu can
-# read the counters (not on every machine; a failure here does not fail the check).
-NCU=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | tail -1)
-if [ -n "$NCU" ]; then
-  step "ncu ($NCU)"
-  timed ncu ${NCU_TIMEOUT:-75} "$NCU" --clock-control none --kernel-name regex:'_small|_tiled|_sums|_staged' \
-    --launch-count 11 --section SpeedOfLight --section ComputeWorkloadAnalysis \
-    --section WarpStateStats --section Occupancy $PY bench/ncu_kernels.py > "$LOG/ncu.txt" 2>&1
-  echo "ncu exit $? (report in ncu.txt)"
-  grep -E "forward_|backward_|_sums|Duration|Throughput|Achieved Occupancy|Issue Slots Busy|Registers Per" \
-    "$LOG/ncu.txt" | cut -c1-120 | head -70
-fi
-
 step "special-function ceiling (table)"
 cat "$LOG/sfu.md"
 echo "== kernel rates (table; per-kernel times in rates.md)"
 sed -n '/^| backend/,$p' "$LOG/rates.md"
 
 echo "cuda tests exit $tests_status, triton tests exit $triton_status, rates exit $rates_status," \
-  "sfu exit $sfu_status (124: out of time) after ${SECONDS}s"
-exit $(( tests_status || triton_status || rates_status || sfu_status ))
+  "sfu exit $sfu_status (124: out of time; the ceiling is known, so it does not fail the check)" \
+  "after ${SECONDS}s"
+exit $(( tests_status || triton_status || rates_status ))

@@ -286,37 +286,43 @@ def main(argv=None):
     cuda_variants = [v for v in args.cuda_variants.split(",") if v]
     triton_variants = [v for v in args.triton_variants.split(",") if v]
     all_jobs = list(jobs(args.backends.split(","), cuda_variants, triton_variants))  # names checked
-    for label, backend, settings, dname, (cname, B, n, d, r, _), mode in all_jobs:
-        if backend in skipped or label in skipped:  # a backend, or one variant of it, failed
-            continue
-        try:
-            with variant_applied(backend, settings):
-                ms, peak, kernels = measure(backend, DTYPES[dname], B, n, d, r, mode)
-        except Exception as e:  # noqa: BLE001  a backend that cannot run is skipped
-            # (ImportError / RuntimeError when not built or installed; anything else from a
-            # backend in progress must not stop the other's numbers)
-            skipped[label] = f"{type(e).__name__}: {str(e).splitlines()[0][:200]}"
-            print(f"skipping {label!r}: {skipped[label]}")
+    # bench/gpu_check.sh stops this with SIGINT when the check's time is up: the jobs measured by
+    # then still make the tables and the JSON.
+    try:
+        for label, backend, settings, dname, (cname, B, n, d, r, _), mode in all_jobs:
+            if backend in skipped or label in skipped:  # a backend, or one variant of it, failed
+                continue
+            try:
+                with variant_applied(backend, settings):
+                    ms, peak, kernels = measure(backend, DTYPES[dname], B, n, d, r, mode)
+            except Exception as e:  # noqa: BLE001  a backend that cannot run is skipped
+                # (ImportError / RuntimeError when not built or installed; anything else from a
+                # backend in progress must not stop the other's numbers)
+                skipped[label] = f"{type(e).__name__}: {str(e).splitlines()[0][:200]}"
+                print(f"skipping {label!r}: {skipped[label]}")
+                torch.cuda.empty_cache()
+                continue
+            el = elements(B, n, d, r)
+            kernel_ms = sum(kernels.values()) or ms  # the call time if unprofiled
+            rate = el / (kernel_ms * 1e-3)
+            # forward costs 2 SFU ops per element; forward+backward is compared with the same
+            # forward bound (its SFU work is 2-3x larger).
+            rec = dict(backend=label, variant=settings, dtype=dname, config=cname, B=B, n=n, d=d,
+                       block_len=r, mode=mode, ms=round(ms, 4), kernel_ms=round(kernel_ms, 4),
+                       kernels={k: round(v, 4) for k, v in kernels.items()}, elements=el, rate=rate,
+                       call_rate=el / (ms * 1e-3), bound=bound, fraction_of_bound=rate / bound,
+                       peak_mib=round(peak / 2**20, 1),
+                       bnd_mib=round(B * n * d * DTYPES[dname].itemsize / 2**20, 1))
+            records.append(rec)
+            print(f"  {label:12s} {dname:8s} {cname:12s} {mode:11s} call {ms:8.3f} ms, kernels "
+                  f"{kernel_ms:8.3f} ms: {rate:.3g} el/s ({rate / bound:.0%} of bound) "
+                  f"peak +{rec['peak_mib']} MiB")
+            for kernel, k_ms in sorted(kernels.items(), key=lambda kv: -kv[1])[:4]:
+                print(f"      {k_ms:8.3f} ms  {kernel[:100]}")
             torch.cuda.empty_cache()
-            continue
-        el = elements(B, n, d, r)
-        kernel_ms = sum(kernels.values()) or ms  # the call time if unprofiled
-        rate = el / (kernel_ms * 1e-3)
-        # forward costs 2 SFU ops per element; forward+backward is compared with the same
-        # forward bound (its SFU work is 2-3x larger).
-        rec = dict(backend=label, variant=settings, dtype=dname, config=cname, B=B, n=n, d=d,
-                   block_len=r, mode=mode, ms=round(ms, 4), kernel_ms=round(kernel_ms, 4),
-                   kernels={k: round(v, 4) for k, v in kernels.items()}, elements=el, rate=rate,
-                   call_rate=el / (ms * 1e-3), bound=bound, fraction_of_bound=rate / bound,
-                   peak_mib=round(peak / 2**20, 1),
-                   bnd_mib=round(B * n * d * DTYPES[dname].itemsize / 2**20, 1))
-        records.append(rec)
-        print(f"  {label:12s} {dname:8s} {cname:12s} {mode:11s} call {ms:8.3f} ms, kernels "
-              f"{kernel_ms:8.3f} ms: {rate:.3g} el/s ({rate / bound:.0%} of bound) "
-              f"peak +{rec['peak_mib']} MiB")
-        for kernel, k_ms in sorted(kernels.items(), key=lambda kv: -kv[1])[:4]:
-            print(f"      {k_ms:8.3f} ms  {kernel[:100]}")
-        torch.cuda.empty_cache()
+    except KeyboardInterrupt:
+        skipped["interrupted"] = f"after {len(records)} of {len(all_jobs)} jobs"
+        print(f"interrupted after {len(records)} of {len(all_jobs)} jobs")
     print()
     print(f"{name}, bound {bound:.2g} score elements/s (forward)\n")
     print("| backend | dtype | config | mode | call ms | kernels ms | elements/s (kernels) | of bound "

@@ -160,3 +160,34 @@ def test_triton_picks_name_each_tuned_shape(monkeypatch):
         "- fwd_rows, (300, 8, 0, True): {'BM': 64, 'BD': 32, 'num_warps': 16}",
         "- fwd_rows, (300, 512, 0, False): {'BM': 64, 'BD': 64, 'num_warps': 8}",
     ]
+
+
+def test_rates_keep_what_was_measured_when_interrupted(monkeypatch, tmp_path, capsys):
+    # bench/gpu_check.sh stops gpu_rates.py with SIGINT when its time is up; the jobs measured by
+    # then must still reach the tables and the JSON.
+    import json
+
+    calls = []
+
+    def measure(backend, dtype, B, n, d, r, mode):
+        calls.append((backend, mode))
+        if len(calls) == 4:
+            raise KeyboardInterrupt
+        return 2.0, 0, {"kernel": 1.0}
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda i=0: "fake GPU")
+    monkeypatch.setattr(gpu_rates, "sfu_bound", lambda: 2e12)
+    monkeypatch.setattr(gpu_rates, "measure", measure)
+    out = tmp_path / "rates.json"
+    try:
+        status = gpu_rates.main(["--out", str(out), "--backends", "cuda", "--cuda-variants", "vec2"])
+    except KeyboardInterrupt:  # uncaught, it would stop this whole test session
+        pytest.fail("gpu_rates.main let the interrupt through")
+    assert status == 0
+    saved = json.loads(out.read_text())
+    total = len(list(gpu_rates.jobs(["cuda"], ["vec2"])))
+    assert len(saved["records"]) == 3 and len(calls) == 4
+    assert saved["skipped"] == {"interrupted": f"after 3 of {total} jobs"}
+    table = capsys.readouterr().out.split("| backend | dtype |")[1]
+    assert table.count("| cuda | float32 |") == 3

@@ -159,18 +159,27 @@ def test_two_features_per_thread(monkeypatch, dtype, direction, n, block_len, d)
 
 
 @pytest.mark.parametrize("vec", ("1", "2"))
-@pytest.mark.parametrize("B, n, block_len, d", ((3, 11, 3, 70), (5, 1000, 5, 33),
-                                                (64, 384, 8, 300)))
+@pytest.mark.parametrize("B, n, block_len, d", ((3, 11, 3, 70), (5, 1000, 5, 33)))
 @pytest.mark.parametrize("direction", DIRECTIONS)
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 def test_persistent_small_kernels(monkeypatch, dtype, direction, B, n, block_len, d, vec):
     # BLOSA_CUDA_SMALL_PERSISTENT=1: a grid of what the GPU holds at once, each thread looping
-    # over blocks of work; B=64, n=384, d=300 has 921600 of them, so every thread takes
-    # several, the smaller shapes one at most. Constant pivot (c = 5): the float types take
-    # the persistent kernels, float64 the one-shot ones.
+    # over blocks of work (these shapes: one at most). Constant pivot (c = 5): the float types
+    # take the persistent kernels, float64 the one-shot ones.
     monkeypatch.setenv("BLOSA_CUDA_SMALL_PERSISTENT", "1")
     monkeypatch.setenv("BLOSA_CUDA_SMALL_VEC", vec)
     check(dtype, direction, block_len, "holes", B=B, n=n, d=d, scale=5.0)
+
+
+@pytest.mark.parametrize("vec", ("1", "2"))
+@pytest.mark.parametrize("direction", ("forward", "backward"))
+@pytest.mark.parametrize("dtype", (torch.float32, torch.bfloat16), ids=str)
+def test_persistent_small_kernels_loop(monkeypatch, dtype, direction, vec):
+    # The benchmark's size, B=64, n=384, d=300 at r = 8: 921600 blocks of work (460800 at two
+    # features a thread), several for every thread of a grid the GPU holds.
+    monkeypatch.setenv("BLOSA_CUDA_SMALL_PERSISTENT", "1")
+    monkeypatch.setenv("BLOSA_CUDA_SMALL_VEC", vec)
+    check(dtype, direction, 8, "holes", B=64, n=384, d=300, scale=5.0)
 
 
 def test_two_features_per_thread_falls_back_on_misaligned_rows(monkeypatch):
