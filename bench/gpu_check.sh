@@ -5,9 +5,9 @@
 # Logs land in $OUT when it is set (the device tool's folder), else in /tmp/blosa-gpu-check:
 # device.txt, sfu.md, rates.md, rates.json, tests_cuda.log, cuda_errors.json, tests_triton.log,
 # ncu.txt (eight files, the most the device tool returns).
-# Steps run most valuable first (build, kernel rates, CUDA tests, ncu, Triton tests, then the
+# Steps run most valuable first (build, kernel rates, CUDA tests, Triton tests, ncu, then the
 # special-function ceiling, measured before and kept for a new card), each under its own
-# timeout (RATES_TIMEOUT, CUDA_TESTS_TIMEOUT, NCU_TIMEOUT, TRITON_TESTS_TIMEOUT, SFU_TIMEOUT)
+# timeout (RATES_TIMEOUT, CUDA_TESTS_TIMEOUT, TRITON_TESTS_TIMEOUT, NCU_TIMEOUT, SFU_TIMEOUT)
 # cut to what is left of BUDGET seconds for the whole check (default 570, inside a 10-minute
 # device call), so that it always ends with its tables, whatever a step costs on the day; a
 # step with under 20 s left is skipped. A step out of time gets SIGINT first, on which pytest
@@ -72,6 +72,14 @@ BLOSA_CUDA_ERR_LOG="$LOG/cuda_errors.json" timed "CUDA tests" ${CUDA_TESTS_TIMEO
 tests_status=$?
 tail -25 "$LOG/tests_cuda.log"
 
+step "Triton GPU tests"
+# Without test_triton_compiles.py: it compiles every kernel for sm_90 without running it, for
+# CI's machines without a GPU (about 40 s); here the other tests compile and run them all.
+timed "Triton tests" ${TRITON_TESTS_TIMEOUT:-130} $PY -m pytest tests/triton -q -rs --maxfail=20 \
+  --ignore=tests/triton/test_triton_compiles.py -p no:cacheprovider > "$LOG/tests_triton.log" 2>&1
+triton_status=$?
+tail -25 "$LOG/tests_triton.log"
+
 # Which unit holds each CUDA kernel back: Nsight Compute's summary sections (the r = 8 training
 # kernels one-shot and persistent, the one-block kernels, the one-block forward with padding,
 # the fused backward, the staged forward), where ncu can read the counters (not on every
@@ -86,14 +94,6 @@ if [ -n "$NCU" ]; then
   grep -E "forward_|backward_|_sums|Duration|Throughput|Achieved Occupancy|Issue Slots Busy|Registers Per" \
     "$LOG/ncu.txt" | cut -c1-120 | head -70
 fi
-
-step "Triton GPU tests"
-# Without test_triton_compiles.py: it compiles every kernel for sm_90 without running it, for
-# CI's machines without a GPU (about 40 s); here the other tests compile and run them all.
-timed "Triton tests" ${TRITON_TESTS_TIMEOUT:-160} $PY -m pytest tests/triton -q -rs --maxfail=20 \
-  --ignore=tests/triton/test_triton_compiles.py -p no:cacheprovider > "$LOG/tests_triton.log" 2>&1
-triton_status=$?
-tail -25 "$LOG/tests_triton.log"
 
 step "special-function ceiling"
 timed "special-function ceiling" ${SFU_TIMEOUT:-60} $PY bench/sfu_peak.py > "$LOG/sfu.md" 2>&1
