@@ -24,7 +24,10 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import cProfile
+import io
 import json
+import pstats
 import os
 import sys
 import time
@@ -78,7 +81,30 @@ def kernel_times(fn, reps: int = 5) -> dict[str, float]:
     return times
 
 
-def measure(backend, dtype, B, n, d, block_len, mode):
+def host_profile(fn, calls: int = 50, top: int = 12) -> str:
+    """Host time of fn per call (no synchronization: what the CPU spends launching) and the
+    functions taking it, cumulative, from cProfile over `calls` calls."""
+    torch.cuda.synchronize()
+    start = time.perf_counter()
+    for _ in range(calls):
+        fn()
+    host_us = (time.perf_counter() - start) / calls * 1e6
+    torch.cuda.synchronize()
+    profiler = cProfile.Profile()
+    profiler.enable()
+    for _ in range(calls):
+        fn()
+    profiler.disable()
+    torch.cuda.synchronize()
+    text = io.StringIO()
+    pstats.Stats(profiler, stream=text).sort_stats("cumulative").print_stats(top)
+    body = text.getvalue().split("ncalls", 1)[-1]
+    return f"host {host_us:.0f} us per call; cProfile, cumulative, {calls} calls:\n    ncalls{body}"
+
+
+def measure(backend, dtype, B, n, d, block_len, mode, profile_host=False):
+    """Call ms (CUDA events), peak extra bytes and kernel ms per call of one job; with
+    profile_host, also prints where the host time of a call goes (host_profile)."""
     gen = torch.Generator(device="cuda").manual_seed(0)
     dep, head, value = (torch.randn(B, n, d, device="cuda", dtype=dtype, generator=gen) for _ in range(3))
     bias = torch.randn(d, device="cuda", dtype=dtype, generator=gen)
@@ -120,6 +146,8 @@ def measure(backend, dtype, B, n, d, block_len, mode):
     except Exception as e:  # noqa: BLE001  the call time still stands without the profiler
         print(f"  (no kernel times: {type(e).__name__}: {e})")
         kernels = {}
+    if profile_host:
+        print(f"  {backend} {dtype} r={block_len} {mode}: {host_profile(fn)}")
     return ms, peak, kernels
 
 
@@ -294,7 +322,11 @@ def main(argv=None):
                 continue
             try:
                 with variant_applied(backend, settings):
-                    ms, peak, kernels = measure(backend, DTYPES[dname], B, n, d, r, mode)
+                    # Where a Triton call's host time goes at r = 8 (1.32 ms a call for 0.37 ms
+                    # of kernels on 2026-11-26): its default, once per dtype.
+                    profile = label == "triton" and cname == "r=8" and mode == "fwd+bwd"
+                    ms, peak, kernels = measure(backend, DTYPES[dname], B, n, d, r, mode,
+                                                profile_host=profile)
             except Exception as e:  # noqa: BLE001  a backend that cannot run is skipped
                 # (ImportError / RuntimeError when not built or installed; anything else from a
                 # backend in progress must not stop the other's numbers)

@@ -4,6 +4,7 @@ Every rate in bench/RESULTS.md divides bench/gpu_rates.py's element count by a t
 count is checked here against the reference's own rule for which pairs may attend.
 """
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -169,7 +170,7 @@ def test_rates_keep_what_was_measured_when_interrupted(monkeypatch, tmp_path, ca
 
     calls = []
 
-    def measure(backend, dtype, B, n, d, r, mode):
+    def measure(backend, dtype, B, n, d, r, mode, profile_host=False):
         calls.append((backend, mode))
         if len(calls) == 4:
             raise KeyboardInterrupt
@@ -191,3 +192,16 @@ def test_rates_keep_what_was_measured_when_interrupted(monkeypatch, tmp_path, ca
     assert saved["skipped"] == {"interrupted": f"after 3 of {total} jobs"}
     table = capsys.readouterr().out.split("| backend | dtype |")[1]
     assert table.count("| cuda | float32 |") == 3
+
+
+def test_host_profile_names_where_the_time_goes(monkeypatch):
+    # CPU stand-in for a launch: the report gives the time per call and the functions under it.
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda: None)
+
+    def slow_launch():
+        time.sleep(0.002)
+
+    report = gpu_rates.host_profile(lambda: slow_launch(), calls=5)
+    per_call = float(report.split("host ", 1)[1].split(" us", 1)[0])
+    assert 2000 <= per_call < 20000
+    assert "slow_launch" in report and "ncalls" in report
