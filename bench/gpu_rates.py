@@ -292,6 +292,44 @@ def triton_picks() -> list[str]:
     return picks
 
 
+def run_job(job, bound: float, skipped: dict) -> dict | None:
+    """The record of one job of jobs(), printed as it is measured; None where its backend
+    cannot run, with the reason in skipped[label]."""
+    label, backend, settings, dname, (cname, B, n, d, r, _), mode = job
+    try:
+        with variant_applied(backend, settings):
+            # Where a Triton call's host time goes at r = 8 (1.32 ms a call for 0.37 ms of
+            # kernels on 2026-11-26): its default, once per dtype.
+            profile = label == "triton" and cname == "r=8" and mode == "fwd+bwd"
+            ms, peak, kernels = measure(backend, DTYPES[dname], B, n, d, r, mode,
+                                        profile_host=profile)
+    except Exception as e:  # noqa: BLE001  a backend that cannot run is skipped
+        # (ImportError / RuntimeError when not built or installed; anything else from a backend
+        # in progress must not stop the other's numbers)
+        skipped[label] = f"{type(e).__name__}: {str(e).splitlines()[0][:200]}"
+        print(f"skipping {label!r}: {skipped[label]}")
+        torch.cuda.empty_cache()
+        return None
+    el = elements(B, n, d, r)
+    kernel_ms = sum(kernels.values()) or ms  # the call time if unprofiled
+    rate = el / (kernel_ms * 1e-3)
+    # forward costs 2 SFU ops per element; forward+backward is compared with the same forward
+    # bound (its SFU work is 2-3x larger).
+    rec = dict(backend=label, variant=settings, dtype=dname, config=cname, B=B, n=n, d=d,
+               block_len=r, mode=mode, ms=round(ms, 4), kernel_ms=round(kernel_ms, 4),
+               kernels={k: round(v, 4) for k, v in kernels.items()}, elements=el, rate=rate,
+               call_rate=el / (ms * 1e-3), bound=bound, fraction_of_bound=rate / bound,
+               peak_mib=round(peak / 2**20, 1),
+               bnd_mib=round(B * n * d * DTYPES[dname].itemsize / 2**20, 1))
+    print(f"  {label:12s} {dname:8s} {cname:12s} {mode:11s} call {ms:8.3f} ms, kernels "
+          f"{kernel_ms:8.3f} ms: {rate:.3g} el/s ({rate / bound:.0%} of bound) "
+          f"peak +{rec['peak_mib']} MiB")
+    for kernel, k_ms in sorted(kernels.items(), key=lambda kv: -kv[1])[:4]:
+        print(f"      {k_ms:8.3f} ms  {kernel[:100]}")
+    torch.cuda.empty_cache()
+    return rec
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", required=True, help="JSON file to write")
@@ -317,41 +355,13 @@ def main(argv=None):
     # bench/gpu_check.sh stops this with SIGINT when the check's time is up: the jobs measured by
     # then still make the tables and the JSON.
     try:
-        for label, backend, settings, dname, (cname, B, n, d, r, _), mode in all_jobs:
+        for job in all_jobs:
+            label, backend = job[:2]
             if backend in skipped or label in skipped:  # a backend, or one variant of it, failed
                 continue
-            try:
-                with variant_applied(backend, settings):
-                    # Where a Triton call's host time goes at r = 8 (1.32 ms a call for 0.37 ms
-                    # of kernels on 2026-11-26): its default, once per dtype.
-                    profile = label == "triton" and cname == "r=8" and mode == "fwd+bwd"
-                    ms, peak, kernels = measure(backend, DTYPES[dname], B, n, d, r, mode,
-                                                profile_host=profile)
-            except Exception as e:  # noqa: BLE001  a backend that cannot run is skipped
-                # (ImportError / RuntimeError when not built or installed; anything else from a
-                # backend in progress must not stop the other's numbers)
-                skipped[label] = f"{type(e).__name__}: {str(e).splitlines()[0][:200]}"
-                print(f"skipping {label!r}: {skipped[label]}")
-                torch.cuda.empty_cache()
-                continue
-            el = elements(B, n, d, r)
-            kernel_ms = sum(kernels.values()) or ms  # the call time if unprofiled
-            rate = el / (kernel_ms * 1e-3)
-            # forward costs 2 SFU ops per element; forward+backward is compared with the same
-            # forward bound (its SFU work is 2-3x larger).
-            rec = dict(backend=label, variant=settings, dtype=dname, config=cname, B=B, n=n, d=d,
-                       block_len=r, mode=mode, ms=round(ms, 4), kernel_ms=round(kernel_ms, 4),
-                       kernels={k: round(v, 4) for k, v in kernels.items()}, elements=el, rate=rate,
-                       call_rate=el / (ms * 1e-3), bound=bound, fraction_of_bound=rate / bound,
-                       peak_mib=round(peak / 2**20, 1),
-                       bnd_mib=round(B * n * d * DTYPES[dname].itemsize / 2**20, 1))
-            records.append(rec)
-            print(f"  {label:12s} {dname:8s} {cname:12s} {mode:11s} call {ms:8.3f} ms, kernels "
-                  f"{kernel_ms:8.3f} ms: {rate:.3g} el/s ({rate / bound:.0%} of bound) "
-                  f"peak +{rec['peak_mib']} MiB")
-            for kernel, k_ms in sorted(kernels.items(), key=lambda kv: -kv[1])[:4]:
-                print(f"      {k_ms:8.3f} ms  {kernel[:100]}")
-            torch.cuda.empty_cache()
+            rec = run_job(job, bound, skipped)
+            if rec is not None:
+                records.append(rec)
     except KeyboardInterrupt:
         skipped["interrupted"] = f"after {len(records)} of {len(all_jobs)} jobs"
         print(f"interrupted after {len(records)} of {len(all_jobs)} jobs")

@@ -11,9 +11,9 @@ loaded register (following the loop around its back edge; "s:" marks a shared-me
 warp of the thread block). A load read a few instructions after it is issued stalls its warp
 for the load's whole latency; that is what Nsight Compute showed in the tiled kernels, and what
 stream_rows / stream_chunks (csrc/cuda/) avoid. With --whole it prints one line per kernel
-instead: registers, and the whole kernel's instructions, MUFU ops, global loads and global
-stores (for kernels with no loop, such as the fully unrolled small-block ones). Also reads the
-cubins that
+instead: registers, stack bytes (spills), and the whole kernel's instructions, MUFU ops,
+global loads and global stores (for kernels with no loop, such as the fully unrolled
+small-block ones). Also reads the cubins that
 `python -m blosa_kernels.compile_check --cubin-dir DIR` writes (--so DIR/NAME.cubin).
 """
 from __future__ import annotations
@@ -111,18 +111,29 @@ def loops(code: list[tuple[int, str]]) -> list[Loop]:
     return found
 
 
-def registers(res_usage: str) -> dict[str, int]:
-    """{mangled name: registers per thread} from `cuobjdump -res-usage`."""
+def usage(res_usage: str, field: str) -> dict[str, int]:
+    """{mangled name: value of `field`} from `cuobjdump -res-usage`: REG (registers per thread),
+    STACK (bytes of stack per thread, where spilled registers go)."""
     out, name = {}, None
     for line in res_usage.splitlines():
         header = re.search(r"Function (\S+?):?$", line.strip())
         if header:
             name = header.group(1)
-        m = re.search(r"REG:(\d+)", line)
+        m = re.search(rf"\b{field}:(\d+)", line)
         if m and name:
             out[name] = int(m.group(1))
             name = None
     return out
+
+
+def registers(res_usage: str) -> dict[str, int]:
+    """{mangled name: registers per thread} from `cuobjdump -res-usage`."""
+    return usage(res_usage, "REG")
+
+
+def matching(sass: str, pattern: str):
+    """(mangled name, code) of each function of `sass` whose name matches `pattern`."""
+    return [(name, code) for name, code in parse_functions(sass).items() if re.search(pattern, name)]
 
 
 def built_extension() -> str | None:
@@ -164,9 +175,7 @@ def report(sass: str, res_usage: str, pattern: str) -> str:
     regs = registers(res_usage)
     lines = ["| kernel | registers | loop | instructions | MUFU | barriers | loads: instructions to first use |",
              "|---|---|---|---|---|---|---|"]
-    for name, code in parse_functions(sass).items():
-        if not re.search(pattern, name):
-            continue
+    for name, code in matching(sass, pattern):
         short = readable(name)
         for loop in loops(code):
             uses = ", ".join(("s:" if "LDS" in text else "") + ("dead" if d is None else str(d))
@@ -177,19 +186,17 @@ def report(sass: str, res_usage: str, pattern: str) -> str:
 
 
 def whole_report(sass: str, res_usage: str, pattern: str) -> str:
-    """One line per kernel matching `pattern`: registers and whole-kernel instruction counts."""
-    regs = registers(res_usage)
-    lines = ["| kernel | registers | instructions | MUFU | global loads | global stores |",
-             "|---|---|---|---|---|---|"]
-    for name, code in parse_functions(sass).items():
-        if not re.search(pattern, name):
-            continue
-
+    """One line per kernel matching `pattern`: registers, stack bytes (spills) and whole-kernel
+    instruction counts."""
+    regs, stack = registers(res_usage), usage(res_usage, "STACK")
+    lines = ["| kernel | registers | stack bytes | instructions | MUFU | global loads | global stores |",
+             "|---|---|---|---|---|---|---|"]
+    for name, code in matching(sass, pattern):
         def count(op: str) -> int:
             return sum(bool(re.search(rf"\b{op}\b", text)) for _, text in code)
 
-        lines.append(f"| {readable(name)} | {regs.get(name, '?')} | {len(code)} | {count('MUFU')} | "
-                     f"{count('LDG')} | {count('STG')} |")
+        lines.append(f"| {readable(name)} | {regs.get(name, '?')} | {stack.get(name, '?')} | "
+                     f"{len(code)} | {count('MUFU')} | {count('LDG')} | {count('STG')} |")
     return "\n".join(lines)
 
 

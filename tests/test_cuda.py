@@ -266,6 +266,7 @@ def test_fused_backward_is_deterministic(monkeypatch, n):
     ("BLOSA_CUDA_TILE", "eight", "BLOSA_CUDA_TILE must be 4 or 8, got 'eight'"),
     ("BLOSA_CUDA_BACKWARD", "fast", "BLOSA_CUDA_BACKWARD must be split or fused, got 'fast'"),
     ("BLOSA_CUDA_FORWARD", "shared", "BLOSA_CUDA_FORWARD must be stream or staged, got 'shared'"),
+    ("BLOSA_CUDA_SMALL_VEC", "4", "BLOSA_CUDA_SMALL_VEC must be 1 or 2, got '4'"),
     ("BLOSA_CUDA_SMALL_PERSISTENT", "yes",
      "BLOSA_CUDA_SMALL_PERSISTENT must be 0 or 1, got 'yes'"),
 ])

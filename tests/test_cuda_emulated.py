@@ -212,19 +212,6 @@ def test_two_features_per_thread_where_rows_allow(emulated, dtype):
     assert width(torch.zeros(2, 5, 70, dtype=torch.float64)) == 1
 
 
-def test_two_features_per_thread_same_results_as_one(emulated):
-    # Each feature's arithmetic is the same at either width, in the same order: bitwise equal.
-    gen = generator_for("vec2-vs-vec1")
-    inputs, mask, grad_out = make_case(3, 21, 40, gen, True, "holes")
-    settings = (8, "forward", 5.0)
-    one, _ = run_emulated(emulated, inputs, mask, grad_out, torch.bfloat16, settings, 8,
-                          recompute=True)
-    two, _ = run_emulated(emulated, inputs, mask, grad_out, torch.bfloat16, settings, 8,
-                          recompute=True, small_vec=2)
-    for name, a, b in zip(("out", "d_dep", "d_head", "d_value", "d_bias"), one, two):
-        assert torch.equal(a, b), name
-
-
 # The persistent small-block kernels (BLOSA_CUDA_SMALL_PERSISTENT=1): a grid cut to `persistent`
 # thread blocks of 256 threads, so at d = 70 each thread loops over several blocks of work (3 ·
 # 11 · 70 = 2310 at r = 1), at d = 33 some threads take two and others one, and at d = 2 every
@@ -270,18 +257,20 @@ def test_persistent_small_kernels_where_they_apply(emulated):
     assert launches(torch.float64, 5.0, True) == 0
 
 
-def test_persistent_same_results_as_one_shot(emulated):
-    # Each block's arithmetic is the same whichever thread computes it: bitwise equal.
-    gen = generator_for("persistent-vs-one-shot")
+@pytest.mark.parametrize("variant", [dict(small_vec=2), dict(persistent=1),
+                                     dict(small_vec=2, persistent=1)], ids=str)
+def test_small_kernel_variants_give_the_same_bits(emulated, variant):
+    # Two features a thread, or a persistent grid: each feature's arithmetic is the same, in the
+    # same order, whichever thread does it: bitwise equal to the default kernels.
+    gen = generator_for("small-variants", *variant.items())
     inputs, mask, grad_out = make_case(3, 21, 40, gen, True, "holes")
     for direction in DIRECTIONS:
         settings = (8, direction, 5.0)
-        one_shot, _ = run_emulated(emulated, inputs, mask, grad_out, torch.bfloat16, settings, 8,
-                                   recompute=True)
-        persistent, _ = run_emulated(emulated, inputs, mask, grad_out, torch.bfloat16, settings,
-                                     8, recompute=True, persistent=1)
-        for name, a, b in zip(("out", "d_dep", "d_head", "d_value", "d_bias"), one_shot,
-                              persistent):
+        default, _ = run_emulated(emulated, inputs, mask, grad_out, torch.bfloat16, settings, 8,
+                                  recompute=True)
+        varied, _ = run_emulated(emulated, inputs, mask, grad_out, torch.bfloat16, settings, 8,
+                                 recompute=True, **variant)
+        for name, a, b in zip(("out", "d_dep", "d_head", "d_value", "d_bias"), default, varied):
             assert torch.equal(a, b), (direction, name)
 
 

@@ -322,11 +322,6 @@ __device__ __forceinline__ bool small_index_at(const Args<T, A>& p, int64_t gid,
   return true;
 }
 
-template <int V = 1, typename T, typename A>
-__device__ __forceinline__ bool small_index(const Args<T, A>& p, SmallIndex& s) {
-  return small_index_at<V>(p, int64_t(blockIdx.x) * blockDim.x + threadIdx.x, s);
-}
-
 // V consecutive features of one row, loaded or stored as one V · sizeof(T)-byte access: at
 // V = 2 a warp's load of bfloat16 moves 128 bytes (a whole cache line) instead of 64, so
 // the same threads keep twice the bytes in flight (the small kernels are latency-bound memory
@@ -387,6 +382,12 @@ __device__ __forceinline__ void store_pack(T* base, I off, const Pack<T, V>& v) 
   store_output(reinterpret_cast<Word*>(base + off), word);
 }
 
+// One element as store_pack stores it (a 16-bit T has no st.global of its own type).
+template <typename T, typename I>
+__device__ __forceinline__ void store_element(T* base, I off, T value) {
+  store_pack<1>(base, off, Pack<T, 1>{{value}});
+}
+
 // p + at, pinned (as load_small_block's first rows, for the same reason); p is not null.
 template <typename T>
 __device__ __forceinline__ T* first_row(T* p, int64_t at) {
@@ -395,20 +396,18 @@ __device__ __forceinline__ T* first_row(T* p, int64_t at) {
   return first;
 }
 
-// Row i of the thread's block, clamped to the block's last row. The small kernels load every
-// row without a branch, so all their loads are in flight at once; a branch per row (i < len)
-// made each row's loads wait for the row before (Nsight Compute: 43-46% of DRAM bandwidth,
-// most stalls on loads; bench/RESULTS.md). Rows past a short last block repeat its last row
-// and are never used.
-__device__ __forceinline__ int64_t small_row(const SmallIndex& s, int i) {
-  return s.row0 + min(i, s.len - 1);
-}
+// Row i of the thread's block, counted from its first row and clamped to its last. The small
+// kernels load every row without a branch, so all their loads are in flight at once; a branch
+// per row (i < len) made each row's loads wait for the row before (Nsight Compute: 43-46% of
+// DRAM bandwidth, most stalls on loads; bench/RESULTS.md). Rows past a short last block
+// repeat its last row and are never used.
+__device__ __forceinline__ int small_row(const SmallIndex& s, int i) { return min(i, s.len - 1); }
 
 // Offset of row i of the thread's block from its first row (s.at), in elements: i · d, below
 // 2^31 (dispatch.h's small_geometry checks d · kSmallMax), so in 32-bit arithmetic, and
-// pointer + offset is one multiply-add. The 64-bit offsets of every row took most of the small
-// kernels' instructions (forward_small: 630 integer against 220 floating-point instructions,
-// sm_90 SASS).
+// pointer + offset is one multiply-add. Before, nvcc computed every row's 64-bit offset for
+// every tensor, a chain of integer instructions per row and tensor (bench/RESULTS.md, "Fewer
+// instructions in the small-block kernels").
 template <typename T, typename A>
 __device__ __forceinline__ int small_offset(const Args<T, A>& p, int i) {
   return i * static_cast<int>(p.d);
@@ -440,7 +439,7 @@ __device__ __forceinline__ void load_small_block(const Args<T, A>& p, const Smal
       p.mask ? first_row(reinterpret_cast<const unsigned char*>(p.mask), s.row0) : nullptr;
 #pragma unroll
   for (int i = 0; i < kSmallMax; ++i) {
-    const int row = min(i, s.len - 1);  // small_row
+    const int row = small_row(s, i);
 #pragma unroll
     for (int t = 0; t < kN; ++t) {
       l.rows[t][i] = load_pack<V>(first[t], small_offset(p, row));
@@ -466,6 +465,27 @@ template <typename T, typename A, int V, int kN>
 __device__ __forceinline__ A small_bias(const Args<T, A>& p, const SmallLoads<T, V, kN>& l,
                                         int f) {
   return p.bias != nullptr ? static_cast<A>(l.bias[f]) : A(0);
+}
+
+// The tensors of SmallLoads: every small kernel loads dep, value and head first.
+enum SmallTensor { kDep, kValue, kHead, kGrad, kOut };
+
+// Feature f of the block's rows as the kernels use them: xk = dep / c, v, and
+// xq = (head + bias) / c.
+template <typename T, typename A, int V, int kN>
+__device__ __forceinline__ void small_block_values(const Args<T, A>& p,
+                                                   const SmallLoads<T, V, kN>& in, int f,
+                                                   A (&xk)[kSmallMax], A (&v)[kSmallMax],
+                                                   A (&xq)[kSmallMax]) {
+  const A qbias = small_bias(p, in, f);
+#pragma unroll
+  for (int i = 0; i < kSmallMax; ++i) {
+    const KeyRow<A> kv =
+        key_values(p, KeyLoad<T>{in.rows[kDep][i].x[f], in.rows[kValue][i].x[f]});
+    xk[i] = kv.xk;
+    v[i] = kv.v;
+    xq[i] = query_x(p, in.rows[kHead][i].x[f], qbias);
+  }
 }
 
 // Which rows of the block are real tokens: inside the block and not padding.
@@ -519,22 +539,13 @@ template <typename T, typename A, Direction D, bool kFixed, int V>
 __device__ __forceinline__ void forward_small_block(const Args<T, A>& p, const SmallIndex& s,
                                                     const SmallLoads<T, V, 3>& in,
                                                     const bool (&real)[kSmallMax]) {
-  enum { kDep, kValue, kHead };
   Pack<T, V> out[kSmallMax];
   T* const out_first = first_row(p.out, s.at);
   A* const lse_first = p.lse ? first_row(p.lse, s.at) : nullptr;
-  const auto &dep = in.rows[kDep], &value = in.rows[kValue], &head = in.rows[kHead];
 #pragma unroll
   for (int f = 0; f < V; ++f) {  // each feature's softmaxes in turn
-    const A qbias = small_bias(p, in, f);
     A xk[kSmallMax], xq[kSmallMax], v[kSmallMax];
-#pragma unroll
-    for (int i = 0; i < kSmallMax; ++i) {
-      const KeyRow<A> kv = key_values(p, KeyLoad<T>{dep[i].x[f], value[i].x[f]});
-      xk[i] = kv.xk;
-      v[i] = kv.v;
-      xq[i] = query_x(p, head[i].x[f], qbias);
-    }
+    small_block_values(p, in, f, xk, v, xq);
 #pragma unroll
     for (int j = 0; j < kSmallMax; ++j) {
       if (j < s.len) {
@@ -559,9 +570,10 @@ __device__ __forceinline__ void forward_small_block(const Args<T, A>& p, const S
 }
 
 // Thread blocks per SM that forward_small's registers must allow (0: no bound). Persistent, one
-// feature a thread, directions "forward" and "backward" (Bi-BloSA's), it needs 80 to 101
-// registers, and 3 blocks of 256 threads fit only at <= 80: so bounded, it fits in 80 with
-// no spill (float16: 4 bytes), where "diag" and "all" (twice the pairs) would spill 54-106.
+// feature a thread, directions "forward" and "backward" (Bi-BloSA's), it took 80 to 101
+// registers unbounded, and 3 blocks of 256 threads fit only at <= 80: bounded, it fits in 80
+// with no spill (`bench/sass_loads.py --whole`: stack 0). "diag" and "all" (twice the pairs)
+// spilled 54-106 bytes when bounded (a build with the bound edited), so they are not.
 template <Direction D, int V, bool kPersistent>
 constexpr int kForwardSmallBlocksPerSM =
     kPersistent && V == 1 && (D == Direction::kForward || D == Direction::kBackward) ? 3 : 0;
@@ -576,60 +588,36 @@ __global__ void __launch_bounds__(kSmallThreads, (kForwardSmallBlocksPerSM<D, V,
       });
 }
 
-// backward_small's last stores: d_dep and d_value of the block's rows, and the block's d_head
-// sum (d_bias's part; z = dep_i + head_j + bias, so d_bias = sum of d_head), summed unrounded
-// here so that the caller adds r times fewer numbers, none of them rounded to T.
-template <typename T, typename A>
-__device__ __forceinline__ void store_small_key_grads(const Args<T, A>& p, const SmallIndex& s,
-                                                      const A* dd, const A* dv, A d_bias) {
-#pragma unroll
-  for (int i = 0; i < kSmallMax; ++i) {
-    if (i < s.len) {
-      const int64_t off = (s.row0 + i) * p.d + s.k;
-      p.d_dep[off] = static_cast<T>(dd[i]);
-      p.d_value[off] = static_cast<T>(dv[i]);
-    }
-  }
-  if (p.d_bias_part != nullptr) p.d_bias_part[s.bb * p.d + s.k] = d_bias;
-}
-
+// backward_small's work on one block, from the rows of dep, value, head, grad_out and the saved
+// out (SmallLoads) and the saved lse, which it loads first. Writes d_dep, d_head, d_value and
+// the block's d_head sum (d_bias's part; z = dep_i + head_j + bias, so d_bias = sum of d_head),
+// summed unrounded here so that the caller adds r times fewer numbers, none of them rounded
+// to T.
 template <typename T, typename A, Direction D>
-__global__ void __launch_bounds__(kSmallThreads) backward_small(const Args<T, A> p) {
-  SmallIndex s;
-  if (!small_index(p, s)) return;
-  const A qbias = p.bias ? static_cast<A>(p.bias[s.k]) : A(0);
+__device__ __forceinline__ void backward_small_block(const Args<T, A>& p, const SmallIndex& s,
+                                                     const SmallLoads<T, 1, 5>& in,
+                                                     const bool (&real)[kSmallMax]) {
+  const A* const lse_first = first_row(p.lse_in, s.at);
+  A lse[kSmallMax];
+#pragma unroll
+  for (int i = 0; i < kSmallMax; ++i) {  // in flight with the rows, before any is used
+    lse[i] = load_input(lse_first + small_offset(p, small_row(s, i)));
+    pin(lse[i]);
+  }
   A xk[kSmallMax], xq[kSmallMax], v[kSmallMax], g[kSmallMax], o[kSmallMax], l2[kSmallMax];
   A dd[kSmallMax], dv[kSmallMax];
   A d_bias = A(0);  // this block's d_head summed, for d_bias
-  bool real[kSmallMax];
-  KeyLoad<T> key[kSmallMax];
-  QueryLoad<T, A> query[kSmallMax];
-  int mask[kSmallMax];
-#pragma unroll
-  for (int i = 0; i < kSmallMax; ++i) {  // every load first, all in flight together
-    const int64_t row = small_row(s, i);
-    key[i] = load_key(p, row, s.k);
-    query[i] = load_query(p, row, s.k);
-    mask[i] = mask_byte(p.mask, row);
-    key[i].pin_loads();
-    query[i].pin_loads();
-    pin(mask[i]);
-  }
+  small_block_values(p, in, 0, xk, v, xq);
 #pragma unroll
   for (int i = 0; i < kSmallMax; ++i) {
-    real[i] = i < s.len && mask[i] != 0;
-    const KeyRow<A> kv = key_values(p, key[i]);
-    const QueryRow<A> qv = query_values(p, query[i], qbias);
-    xk[i] = kv.xk;
-    v[i] = kv.v;
-    xq[i] = qv.xq;
     // A padding row's saved values are never used, and its d_head is head_grad(g = 0, ...) = 0
     // whatever its grad_out holds.
-    g[i] = real[i] ? qv.g : A(0);
-    o[i] = real[i] ? qv.o : A(0);
-    l2[i] = real[i] ? qv.l2 : A(0);
+    g[i] = real[i] ? static_cast<A>(in.rows[kGrad][i].x[0]) : A(0);
+    o[i] = real[i] ? static_cast<A>(in.rows[kOut][i].x[0]) : A(0);
+    l2[i] = real[i] ? lse[i] * static_cast<A>(kLog2e) : A(0);
     dd[i] = dv[i] = A(0);
   }
+  T* const d_head_first = first_row(p.d_head, s.at);
 #pragma unroll
   for (int j = 0; j < kSmallMax; ++j) {
     if (j < s.len) {
@@ -647,11 +635,29 @@ __global__ void __launch_bounds__(kSmallThreads) backward_small(const Args<T, A>
         }
       }
       const A dh = head_grad(g[j], ha, hs, hr);
-      p.d_head[(s.row0 + j) * p.d + s.k] = static_cast<T>(dh);
+      store_element(d_head_first, small_offset(p, j), static_cast<T>(dh));
       d_bias += dh;
     }
   }
-  store_small_key_grads(p, s, dd, dv, d_bias);
+  T* const d_dep_first = first_row(p.d_dep, s.at);
+  T* const d_value_first = first_row(p.d_value, s.at);
+#pragma unroll
+  for (int i = 0; i < kSmallMax; ++i) {
+    if (i < s.len) {
+      store_element(d_dep_first, small_offset(p, i), static_cast<T>(dd[i]));
+      store_element(d_value_first, small_offset(p, i), static_cast<T>(dv[i]));
+    }
+  }
+  if (p.d_bias_part != nullptr) p.d_bias_part[s.bb * p.d + s.k] = d_bias;
+}
+
+template <typename T, typename A, Direction D>
+__global__ void __launch_bounds__(kSmallThreads) backward_small(const Args<T, A> p) {
+  for_small_blocks<1, false>(
+      p, {p.dep, p.value, p.head, p.grad_out, p.out_in},
+      [&](const SmallIndex& s, const SmallLoads<T, 1, 5>& in, const bool(&real)[kSmallMax]) {
+        backward_small_block<T, A, D>(p, s, in, real);
+      });
 }
 
 // backward_small for a forward that saved neither out nor lse (blocks of at most
@@ -665,26 +671,20 @@ template <typename T, typename A, Direction D, bool kFixed, int V>
 __device__ __forceinline__ void backward_small_recompute_block(
     const Args<T, A>& p, const SmallIndex& s, const SmallLoads<T, V, 4>& in,
     const bool (&real)[kSmallMax]) {
-  enum { kDep, kValue, kHead, kGrad };
   Pack<T, V> d_dep[kSmallMax], d_value[kSmallMax], d_head[kSmallMax];
   T* const d_dep_first = first_row(p.d_dep, s.at);
   T* const d_head_first = first_row(p.d_head, s.at);
   T* const d_value_first = first_row(p.d_value, s.at);
-  const auto &dep = in.rows[kDep], &value = in.rows[kValue], &head = in.rows[kHead],
-             &grad = in.rows[kGrad];
 #pragma unroll
   for (int f = 0; f < V; ++f) {  // each feature's softmaxes and gradients in turn
-    const A qbias = small_bias(p, in, f);
     A xk[kSmallMax], xq[kSmallMax], v[kSmallMax], g[kSmallMax];
     A dd[kSmallMax], dv[kSmallMax];
     A d_bias = A(0);  // this block's d_head summed, for d_bias
+    small_block_values(p, in, f, xk, v, xq);
 #pragma unroll
     for (int i = 0; i < kSmallMax; ++i) {
-      const KeyRow<A> kv = key_values(p, KeyLoad<T>{dep[i].x[f], value[i].x[f]});
-      xk[i] = kv.xk;
-      v[i] = kv.v;
-      xq[i] = query_x(p, head[i].x[f], qbias);
-      g[i] = real[i] ? static_cast<A>(grad[i].x[f]) : A(0);  // a padding row passes no gradient
+      // a padding row passes no gradient
+      g[i] = real[i] ? static_cast<A>(in.rows[kGrad][i].x[f]) : A(0);
       dd[i] = dv[i] = A(0);
     }
 #pragma unroll

@@ -97,7 +97,7 @@ struct Geometry {
   bool persistent = false;
 };
 
-// a set up for the small kernels' thread index at vector width vec (small_index).
+// a set up for the small kernels' thread index at vector width vec (small_index_at).
 template <typename T, typename A>
 Args<T, A> with_small_index(Args<T, A> a, int vec) {
   const int64_t threads = a.B * a.nblocks * (a.d / vec);
@@ -209,6 +209,24 @@ void with_vec(int vec, F&& f) {
   f(std::integral_constant<int, 1>{});
 }
 
+// Calls f(std::bool_constant<kFixed>, std::bool_constant<kPersistent>): the pivot and the shape
+// (small_persistent) of a small-block kernel. Persistent kernels are compiled for the fixed
+// pivot and float accumulation only.
+template <typename A, typename F>
+void with_small_flags(bool fixed, bool persistent, F&& f) {
+  if constexpr (std::is_same_v<A, float>) {
+    if (persistent) {
+      f(std::true_type{}, std::true_type{});
+      return;
+    }
+  }
+  if (fixed) {
+    f(std::true_type{}, std::false_type{});
+  } else {
+    f(std::false_type{}, std::false_type{});
+  }
+}
+
 // Calls f(std::integral_constant<int, kT>) for the tile size kT in {4, 8}.
 template <typename F>
 void with_tile(int tile, F&& f) {
@@ -233,17 +251,10 @@ void dispatch_forward(const Args<T, A>& a, double scale, KernelOptions opt, Laun
       constexpr Direction D = decltype(dc)::value;
       with_vec<T>(vec, [&](auto vc) {
         constexpr int V = decltype(vc)::value;
-        if constexpr (std::is_same_v<A, float>) {
-          if (persistent) {
-            launch(forward_small<T, A, D, true, V, true>, g, with_small_index(a, V));
-            return;
-          }
-        }
-        if (fixed) {
-          launch(forward_small<T, A, D, true, V, false>, g, with_small_index(a, V));
-        } else {
-          launch(forward_small<T, A, D, false, V, false>, g, with_small_index(a, V));
-        }
+        with_small_flags<A>(fixed, persistent, [&](auto fc, auto pc) {
+          constexpr bool kFixed = decltype(fc)::value, kPersistent = decltype(pc)::value;
+          launch(forward_small<T, A, D, kFixed, V, kPersistent>, g, with_small_index(a, V));
+        });
       });
     });
   } else if (opt.staged_forward) {
@@ -293,17 +304,11 @@ void dispatch_backward(const Args<T, A>& a, double scale, KernelOptions opt, int
       }
       with_vec<T>(vec, [&](auto vc) {
         constexpr int V = decltype(vc)::value;
-        if constexpr (std::is_same_v<A, float>) {
-          if (persistent) {
-            launch(backward_small_recompute<T, A, D, true, V, true>, g, with_small_index(a, V));
-            return;
-          }
-        }
-        if (fixed) {
-          launch(backward_small_recompute<T, A, D, true, V, false>, g, with_small_index(a, V));
-        } else {
-          launch(backward_small_recompute<T, A, D, false, V, false>, g, with_small_index(a, V));
-        }
+        with_small_flags<A>(fixed, persistent, [&](auto fc, auto pc) {
+          constexpr bool kFixed = decltype(fc)::value, kPersistent = decltype(pc)::value;
+          launch(backward_small_recompute<T, A, D, kFixed, V, kPersistent>, g,
+                 with_small_index(a, V));
+        });
       });
     });
   } else if (spans > 0) {

@@ -55,38 +55,27 @@ void check_cuda_inputs(const at::Tensor& dep) {
 //   BLOSA_CUDA_SMALL_PERSISTENT=0|1 those two kernels as persistent ones: a grid the GPU holds
 //                                   at once, each thread looping over blocks with the next
 //                                   block's loads in flight while it computes.
-std::optional<std::string> env_value(const char* name) {
+// The value of tuning variable `name`, which must be `a` or `b`; nullopt where it is unset.
+std::optional<std::string> tuning_choice(const char* name, const char* a, const char* b) {
   const char* value = std::getenv(name);
   if (value == nullptr || *value == '\0') return std::nullopt;
-  return std::string(value);
+  const std::string v(value);
+  TORCH_CHECK_VALUE(v == a || v == b, name, " must be ", a, " or ", b, ", got '", v, "'");
+  return v;
 }
 
 cuda::KernelOptions kernel_options_from_env() {
   cuda::KernelOptions opt;  // the defaults, where a variable is unset
-  if (const auto tile = env_value("BLOSA_CUDA_TILE")) {
-    TORCH_CHECK_VALUE(*tile == "4" || *tile == "8", "BLOSA_CUDA_TILE must be 4 or 8, got '",
-                      *tile, "'");
-    opt.tile = std::stoi(*tile);
+  if (const auto v = tuning_choice("BLOSA_CUDA_TILE", "4", "8")) opt.tile = std::stoi(*v);
+  if (const auto v = tuning_choice("BLOSA_CUDA_BACKWARD", "split", "fused")) {
+    opt.fused_backward = *v == "fused";
   }
-  if (const auto backward = env_value("BLOSA_CUDA_BACKWARD")) {
-    TORCH_CHECK_VALUE(*backward == "split" || *backward == "fused",
-                      "BLOSA_CUDA_BACKWARD must be split or fused, got '", *backward, "'");
-    opt.fused_backward = *backward == "fused";
+  if (const auto v = tuning_choice("BLOSA_CUDA_FORWARD", "stream", "staged")) {
+    opt.staged_forward = *v == "staged";
   }
-  if (const auto forward = env_value("BLOSA_CUDA_FORWARD")) {
-    TORCH_CHECK_VALUE(*forward == "stream" || *forward == "staged",
-                      "BLOSA_CUDA_FORWARD must be stream or staged, got '", *forward, "'");
-    opt.staged_forward = *forward == "staged";
-  }
-  if (const auto vec = env_value("BLOSA_CUDA_SMALL_VEC")) {
-    TORCH_CHECK_VALUE(*vec == "1" || *vec == "2", "BLOSA_CUDA_SMALL_VEC must be 1 or 2, got '",
-                      *vec, "'");
-    opt.small_vec = std::stoi(*vec);
-  }
-  if (const auto persistent = env_value("BLOSA_CUDA_SMALL_PERSISTENT")) {
-    TORCH_CHECK_VALUE(*persistent == "0" || *persistent == "1",
-                      "BLOSA_CUDA_SMALL_PERSISTENT must be 0 or 1, got '", *persistent, "'");
-    opt.small_persistent = *persistent == "1";
+  if (const auto v = tuning_choice("BLOSA_CUDA_SMALL_VEC", "1", "2")) opt.small_vec = std::stoi(*v);
+  if (const auto v = tuning_choice("BLOSA_CUDA_SMALL_PERSISTENT", "0", "1")) {
+    opt.small_persistent = *v == "1";
   }
   return opt;
 }
