@@ -4,7 +4,15 @@
 VENV     ?= .venv
 PY       := $(VENV)/bin/python
 TORCH    ?= torch==2.14.1
-DEV_DEPS := numpy tqdm matplotlib pytest pytest-benchmark ninja
+NUMPY    ?= numpy
+# wheel: a new venv starts with setuptools 65, which torch 2.11 keeps (it pins setuptools < 82),
+# and setuptools before 70.1 builds the extension only with wheel installed.
+DEV_DEPS := $(NUMPY) tqdm matplotlib pytest pytest-benchmark ninja wheel
+# The oldest torch the README supports, which the lent GPU machines run (2.11, with triton 3.6:
+# `make test-torch-min`). numpy~=2.3.0: triton's interpreter before 3.7 fails on numpy 2.4.
+TORCH_MIN ?= torch==2.11.0
+NUMPY_MIN ?= numpy~=2.3.0
+MIN_TREE  := build/torch-min
 # The CI machines compile the CUDA sources (no GPU needed) for Hopper only, to keep CI fast.
 TORCH_CUDA_ARCH_LIST ?= 9.0
 export TORCH_CUDA_ARCH_LIST
@@ -19,7 +27,7 @@ endif
 
 SOURCES := setup.py $(wildcard csrc/*.h csrc/*.cpp csrc/cpu/* csrc/cuda/*)
 
-.PHONY: setup build test test-triton demo bench gpu-check clean
+.PHONY: setup build test test-triton test-torch-min demo bench gpu-check clean
 
 setup: $(VENV)/.deps build
 
@@ -44,6 +52,14 @@ test: setup
 test-triton: setup
 	TRITON_INTERPRET=1 $(PY) -m pytest tests/triton -q
 
+# The whole suite again under TORCH_MIN, in its own venv and in a copy of the tree (tracked and
+# untracked files, as git sees them), so that its build does not replace the extension of .venv.
+test-torch-min:
+	rm -rf $(MIN_TREE) && mkdir -p $(MIN_TREE)
+	git ls-files -co --exclude-standard | tar --ignore-failed-read -cf - -T - | tar -xf - -C $(MIN_TREE)
+	$(MAKE) --no-print-directory -C $(MIN_TREE) test VENV=$(CURDIR)/.venv-torch-min \
+	  TORCH=$(TORCH_MIN) NUMPY=$(NUMPY_MIN)
+
 demo: setup
 	$(PY) -m blosa.demo
 
@@ -56,4 +72,4 @@ gpu-check:
 	bash bench/gpu_check.sh
 
 clean:
-	rm -rf build python/blosa/*.so python/*.egg-info $(VENV)/.built
+	rm -rf build python/blosa/*.so python/*.egg-info $(VENV)/.built .venv-torch-min/.built

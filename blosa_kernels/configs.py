@@ -11,6 +11,31 @@ from blosa_kernels import backward, forward
 
 INTERPRET = os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
 
+
+def _version(text: str) -> tuple[int, int]:
+    major, minor = (int(part) for part in text.split(".")[:2])
+    return major, minor
+
+
+def interpreter_problem(triton_version: str, numpy_version: str) -> str | None:
+    """Why TRITON_INTERPRET=1 cannot run with these versions, or None. Triton before 3.7 (3.6 is
+    torch 2.11's) takes a loop bound's value with int() of a one-element array, an error since
+    numpy 2.4, so every kernel with a runtime loop bound fails in the interpreter with "only
+    0-dimensional arrays can be converted to Python scalars"; triton 3.7 squeezes it first."""
+    if _version(triton_version) < (3, 7) and _version(numpy_version) >= (2, 4):
+        return (f"TRITON_INTERPRET=1 cannot run blosa's kernels with triton {triton_version} and "
+                f"numpy {numpy_version}: triton's interpreter before 3.7 fails on numpy 2.4 and "
+                f"later. Install 'numpy<2.4' (or triton >= 3.7).")
+    return None
+
+
+if INTERPRET:
+    import numpy
+
+    _problem = interpreter_problem(triton.__version__, numpy.__version__)
+    if _problem:
+        raise RuntimeError(_problem)
+
 # Blocks up to this length use the per-block kernels; longer ones (and full DiSA) the row-tile
 # kernels. Tests lower it to run the row-tile kernels on small shapes.
 SMALL_BLOCK_MAX = 64
@@ -28,8 +53,7 @@ def _block_row_axis(version: str) -> int:
     blocks' axis (G); triton 3.7 and 3.8 give a 3-d tile's warps to its middle axis, 3.6 to its
     first (the TTGIR of both kernels), so the blocks go there. compile_check fails if a
     per-block loop has a barrier (a sum across warps)."""
-    major, minor = (int(part) for part in version.split(".")[:2])
-    return 0 if (major, minor) >= (3, 7) else 1
+    return 0 if _version(version) >= (3, 7) else 1
 
 
 BLOCK_ROW_AXIS = _block_row_axis(triton.__version__)

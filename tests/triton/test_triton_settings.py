@@ -28,3 +28,33 @@ def test_bad_backward_setting_is_named():
     proc = import_with("sideways")
     assert proc.returncode != 0
     assert "BLOSA_TRITON_BACKWARD must be 'split' or 'fused', got 'sideways'" in proc.stderr
+
+
+@pytest.mark.parametrize("triton_version, numpy_version, refused", [
+    ("3.6.0", "2.4.6", True),  # torch 2.11's triton with the newest numpy
+    ("3.5.1", "2.4.0", True),
+    ("3.6.0", "3.0.1", True),
+    ("3.6.0", "2.3.5", False),
+    ("3.7.0", "2.4.6", False),
+    ("3.8.0", "2.4.0", False),
+])
+def test_interpreter_problem_names_old_triton_with_new_numpy(triton_version, numpy_version, refused):
+    from blosa_kernels.configs import interpreter_problem
+
+    problem = interpreter_problem(triton_version, numpy_version)
+    if refused:
+        assert f"triton {triton_version} and numpy {numpy_version}" in problem
+        assert "Install 'numpy<2.4'" in problem
+    else:
+        assert problem is None
+
+
+def test_interpreter_refuses_old_triton_with_new_numpy_at_import():
+    env = dict(os.environ, TRITON_INTERPRET="1")
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), str(ROOT / "python"), env.get("PYTHONPATH", "")])
+    code = ("import numpy, triton; numpy.__version__ = '2.4.0'; triton.__version__ = '3.6.0'; "
+            "import blosa_kernels")
+    proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode != 0
+    assert "RuntimeError: TRITON_INTERPRET=1 cannot run blosa's kernels with triton 3.6.0" in proc.stderr
