@@ -8,6 +8,8 @@ hides behind math. The compiler is free to undo that, and did in four ways (benc
 "Loads two rows ahead"); only the machine code shows it, so this checks every loop of every
 float32/float16/bfloat16 tiled kernel the build has, and the loop of every persistent
 small-block kernel (for_small_blocks), which loads the next block before computing this one.
+It also checks that the small kernels meant to keep the scale c·log2 e in a register
+(SmallScale) do not reload it from the kernel parameters before every pair.
 Skipped, with the reason, where the build has no CUDA kernels (a CPU-only install); CI builds
 them.
 """
@@ -91,3 +93,42 @@ def test_persistent_loops_load_the_next_block_ahead(kernels, kernel, dtype):
         assert distance >= MIN_PERSISTENT_LOAD_TO_USE, (
             f"{name}: `{instruction}` at {address:#06x} is read {distance} instructions later "
             f"(python bench/sass_loads.py --kernels {kernel})")
+
+
+# The kernels whose pairs read the scale c·log2 e from a register (SmallScale in
+# csrc/cuda/attn_kernels.cuh): <T, float, direction, fixed pivot, V, persistent>, at two
+# features a thread, and the recomputing backward when persistent.
+HELD_SCALE = {"forward_small": r"Lb[01]ELi2ELb[01]E",
+              "backward_small_recompute": r"Lb[01]ELi2ELb[01]E|Lb1ELi1ELb1E"}
+LDC = re.compile(r"\bLDC R\d+, (c\[0x0\]\[0x[0-9a-f]+\])")
+
+
+def reloads(code):
+    """How many times each constant-bank address is loaded into a register (LDC)."""
+    counts = {}
+    for _, instruction in code:
+        m = LDC.search(instruction)
+        if m:
+            counts[m.group(1)] = counts.get(m.group(1), 0) + 1
+    return counts
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("kernel", HELD_SCALE)
+def test_small_kernels_hold_the_scale_in_a_register(kernels, kernel, dtype):
+    prefix = rf"^_ZN5blosa4cuda\d+{kernel}I{DTYPES[dtype]}fLNS_9DirectionE\dE"
+    # The scale's address: what the one-shot kernel at one feature a thread (given p.a)
+    # reloads most, before nearly every pair.
+    plain = [code for name, code in kernels.items()
+             if re.search(prefix.replace(r"E\dE", "E0E") + "Lb1ELi1ELb0E", name)]
+    assert len(plain) == 1, f"no one-shot {kernel} at V = 1 ({dtype}) in the build"
+    counts = reloads(plain[0])
+    scale = max(counts, key=counts.get)
+    assert counts[scale] >= 20, f"{kernel} ({dtype}): reloads {counts}: which is the scale?"
+    held = {name: code for name, code in kernels.items()
+            if re.search(prefix + "(" + HELD_SCALE[kernel] + ")", name)}
+    assert len(held) >= 8, f"{kernel} ({dtype}): {len(held)} kernels hold the scale"
+    for name, code in held.items():
+        assert reloads(code).get(scale, 0) <= 2, (
+            f"{name} reloads the scale {scale} {reloads(code)[scale]} times "
+            f"(python bench/sass_loads.py --whole --kernels {kernel})")

@@ -533,6 +533,26 @@ __device__ __forceinline__ void for_small_blocks(const Args<T, A>& p, const T* c
   }
 }
 
+// p.a (c · log2 e) as the small kernels' pairs use it. Handed p.a, ptxas reloads the kernel
+// parameter (an LDC) before nearly every pair: 28 to 35 times a thread at one feature. A value
+// selected on s.len (never 0 for a block a thread computes) it cannot reload, so that stays in a
+// register, provided the select is made once, before the loops over the block's rows (inside
+// `if (j < s.len)` it folds back to p.a). kHeld where that pays (bench/sass_loads.py --whole,
+// bench/RESULTS.md): two features a thread, the forward 2-9% fewer instructions and the
+// recomputing backward up to 3%; the persistent recomputing backward, up to 2.4%. The one-shot
+// kernels at one feature a thread keep p.a: held, it cost the float32 forward a thread block per
+// SM (40 -> 48 registers) and the recomputing backward of direction "backward" 3% more
+// instructions.
+template <bool kHeld, typename T, typename A>
+struct SmallScale {
+  A held;
+  __device__ __forceinline__ SmallScale(const Args<T, A>& p, const SmallIndex& s)
+      : held(s.len > 0 ? p.a : A(0)) {}
+  __device__ __forceinline__ A operator()(const Args<T, A>& p) const {
+    return kHeld ? held : p.a;
+  }
+};
+
 // forward_small's work on one block: out (and lse, when wanted) of its rows, from the rows of
 // dep, value and head.
 template <typename T, typename A, Direction D, bool kFixed, int V>
@@ -540,6 +560,7 @@ __device__ __forceinline__ void forward_small_block(const Args<T, A>& p, const S
                                                     const SmallLoads<T, V, 3>& in,
                                                     const bool (&real)[kSmallMax]) {
   Pack<T, V> out[kSmallMax];
+  const SmallScale<V == 2, T, A> scale(p, s);
   T* const out_first = first_row(p.out, s.at);
   A* const lse_first = p.lse ? first_row(p.lse, s.at) : nullptr;
 #pragma unroll
@@ -550,11 +571,11 @@ __device__ __forceinline__ void forward_small_block(const Args<T, A>& p, const S
     for (int j = 0; j < kSmallMax; ++j) {
       if (j < s.len) {
         Softmax<A, kFixed> sm;
-        sm.init(p.a);
+        sm.init(scale(p));
         if (real[j]) {
 #pragma unroll
           for (int i = 0; i < kSmallMax; ++i) {
-            if (pair_ok<D>(i, j) && real[i]) sm.add(tanh_fast(xk[i] + xq[j]), v[i], p.a);
+            if (pair_ok<D>(i, j) && real[i]) sm.add(tanh_fast(xk[i] + xq[j]), v[i], scale(p));
           }
         }
         const bool has_keys = sm.has_keys();
@@ -665,9 +686,9 @@ __global__ void __launch_bounds__(kSmallThreads) backward_small(const Args<T, A>
 // keys: the pairs' t and unnormalized p are computed once, kept in registers, summed, and
 // reused by the gradient loop, so a pair still costs one tanh and one exp (and a query one
 // reciprocal), while the kernel reads grad_out, dep, head and value only: no out, no lse.
-// kFixed picks the pivot as forward_small's does; V is its vector width too. Like
-// backward_small it writes the block's d_head sums for d_bias.
-template <typename T, typename A, Direction D, bool kFixed, int V>
+// kFixed picks the pivot as forward_small's does; V is its vector width too; kHeldScale is
+// SmallScale's choice. Like backward_small it writes the block's d_head sums for d_bias.
+template <typename T, typename A, Direction D, bool kFixed, int V, bool kHeldScale>
 __device__ __forceinline__ void backward_small_recompute_block(
     const Args<T, A>& p, const SmallIndex& s, const SmallLoads<T, V, 4>& in,
     const bool (&real)[kSmallMax]) {
@@ -675,6 +696,7 @@ __device__ __forceinline__ void backward_small_recompute_block(
   T* const d_dep_first = first_row(p.d_dep, s.at);
   T* const d_head_first = first_row(p.d_head, s.at);
   T* const d_value_first = first_row(p.d_value, s.at);
+  const SmallScale<kHeldScale, T, A> scale(p, s);
 #pragma unroll
   for (int f = 0; f < V; ++f) {  // each feature's softmaxes and gradients in turn
     A xk[kSmallMax], xq[kSmallMax], v[kSmallMax], g[kSmallMax];
@@ -693,13 +715,13 @@ __device__ __forceinline__ void backward_small_recompute_block(
         A ha = A(0), hs = A(0), hr = A(0);  // head_grad sums
         if (real[j]) {
           A t[kSmallMax], e[kSmallMax];
-          A m2 = kFixed ? p.a : -p.a;  // the pivot (log2 domain): c, or the largest score
+          A m2 = kFixed ? scale(p) : -scale(p);  // the pivot (log2 domain): c, or the largest score
 #pragma unroll
           for (int i = 0; i < kSmallMax; ++i) {
             if (pair_ok<D>(i, j) && real[i]) {
               t[i] = tanh_fast(xk[i] + xq[j]);
               if constexpr (!kFixed) {
-                const A s2 = p.a * t[i];
+                const A s2 = scale(p) * t[i];
                 m2 = s2 > m2 ? s2 : m2;
               }
             }
@@ -708,7 +730,7 @@ __device__ __forceinline__ void backward_small_recompute_block(
 #pragma unroll
           for (int i = 0; i < kSmallMax; ++i) {
             if (pair_ok<D>(i, j) && real[i]) {
-              e[i] = shifted_exp2(t[i], p.a, m2);
+              e[i] = shifted_exp2(t[i], scale(p), m2);
               softmax_accumulate(e[i], v[i], sum, acc);
             }
           }
@@ -748,7 +770,7 @@ __global__ void __launch_bounds__(kSmallThreads) backward_small_recompute(const 
   for_small_blocks<V, kPersistent>(
       p, {p.dep, p.value, p.head, p.grad_out},
       [&](const SmallIndex& s, const SmallLoads<T, V, 4>& in, const bool(&real)[kSmallMax]) {
-        backward_small_recompute_block<T, A, D, kFixed, V>(p, s, in, real);
+        backward_small_recompute_block<T, A, D, kFixed, V, V == 2 || kPersistent>(p, s, in, real);
       });
 }
 
