@@ -5,13 +5,14 @@
 # Logs land in $OUT when it is set (the device tool's folder), else in /tmp/blosa-gpu-check:
 # device.txt, sfu.md, rates.md, rates.json, tests_cuda.log, cuda_errors.json, tests_triton.log,
 # ncu.txt (eight files, the most the device tool returns).
-# Steps run most valuable first (build, kernel rates, CUDA tests, Triton tests, ncu, then the
-# special-function ceiling, measured before and kept for a new card), each under its own
-# timeout (RATES_TIMEOUT, CUDA_TESTS_TIMEOUT, TRITON_TESTS_TIMEOUT, NCU_TIMEOUT, SFU_TIMEOUT)
-# cut to what is left of BUDGET seconds for the whole check (default 570, inside a 10-minute
-# device call), so that it always ends with its tables, whatever a step costs on the day; a
-# step with under 20 s left is skipped. A step out of time gets SIGINT first, on which pytest
-# prints its summary of the tests it ran and gpu_rates.py its tables of the jobs it measured.
+# Steps run most valuable first (build, kernel rates, the CUDA and Triton tests side by side,
+# ncu, then the special-function ceiling, measured before and kept for a new card), each under
+# its own timeout (RATES_TIMEOUT, CUDA_TESTS_TIMEOUT, TRITON_TESTS_TIMEOUT, NCU_TIMEOUT,
+# SFU_TIMEOUT) cut to what is left of BUDGET seconds for the whole check (default 570, inside a
+# 10-minute device call), so that it always ends with its tables, whatever a step costs on the
+# day; a step with under 20 s left is skipped. A step out of time gets SIGINT first, on which
+# pytest prints its summary of the tests it ran and gpu_rates.py its tables of the jobs it
+# measured.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 PY=${PY:-python3}
@@ -66,18 +67,26 @@ timed rates ${RATES_TIMEOUT:-170} $PY bench/gpu_rates.py --out "$LOG/rates.json"
   --triton-variants fused,fast32 > "$LOG/rates.md" 2>&1
 rates_status=$?
 
-step "GPU tests"
-BLOSA_CUDA_ERR_LOG="$LOG/cuda_errors.json" timed "CUDA tests" ${CUDA_TESTS_TIMEOUT:-170} $PY -m pytest \
-  tests/test_cuda.py tests/test_nn_cuda.py -q -rs --maxfail=20 -p no:cacheprovider > "$LOG/tests_cuda.log" 2>&1
-tests_status=$?
-tail -25 "$LOG/tests_cuda.log"
-
-step "Triton GPU tests"
-# Without test_triton_compiles.py: it compiles every kernel for sm_90 without running it, for
-# CI's machines without a GPU (about 40 s); here the other tests compile and run them all.
-timed "Triton tests" ${TRITON_TESTS_TIMEOUT:-130} $PY -m pytest tests/triton -q -rs --maxfail=20 \
+step "GPU tests (CUDA and Triton side by side)"
+# The two suites run at once, each in its own process on the GPU: together they take about the
+# longer one's time (much of it compiling: Inductor for the torch.compile tests, triton for its
+# kernels, on 16 cores), where one after the other cut the Triton suite short (186 tests took
+# 116 s on 2026-11-26, and there are 311 now). No test times anything, and the memory tests
+# read their own process's allocator. Without test_triton_compiles.py: it compiles every kernel
+# for sm_90 without running it, for CI's machines without a GPU (about 40 s); here the other
+# tests compile and run them all.
+BLOSA_CUDA_ERR_LOG="$LOG/cuda_errors.json" timed "CUDA tests" ${CUDA_TESTS_TIMEOUT:-200} \
+  $PY -m pytest tests/test_cuda.py tests/test_nn_cuda.py -q -rs --maxfail=20 -p no:cacheprovider \
+  > "$LOG/tests_cuda.log" 2>&1 &
+cuda_tests=$!
+timed "Triton tests" ${TRITON_TESTS_TIMEOUT:-200} $PY -m pytest tests/triton -q -rs --maxfail=20 \
   --ignore=tests/triton/test_triton_compiles.py -p no:cacheprovider > "$LOG/tests_triton.log" 2>&1
 triton_status=$?
+wait $cuda_tests
+tests_status=$?
+echo "-- CUDA tests"
+tail -25 "$LOG/tests_cuda.log"
+echo "-- Triton tests"
 tail -25 "$LOG/tests_triton.log"
 
 # Which unit holds each CUDA kernel back: Nsight Compute's summary sections (the r = 8 training
