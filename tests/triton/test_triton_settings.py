@@ -1,5 +1,6 @@
-"""BLOSA_TRITON_BACKWARD, read when blosa_kernels is imported (so each case imports it afresh in
-a process of its own)."""
+"""What blosa_kernels reads when it is imported: BLOSA_TRITON_BACKWARD, and under
+TRITON_INTERPRET=1 whether that triton's interpreter can run with that numpy (so each case that
+imports it does so afresh, in a process of its own)."""
 import os
 import subprocess
 import sys
