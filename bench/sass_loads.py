@@ -12,8 +12,8 @@ warp of the thread block). A load read a few instructions after it is issued sta
 for the load's whole latency; that is what Nsight Compute showed in the tiled kernels, and what
 stream_rows / stream_chunks (csrc/cuda/) avoid. With --whole it prints one line per kernel
 instead: registers, stack bytes (spills), and the whole kernel's instructions, MUFU ops,
-global loads and global stores (for kernels with no loop, such as the fully unrolled
-small-block ones). Also reads the cubins that
+global loads, global stores (for kernels with no loop, such as the fully unrolled small-block
+ones) and the most times one kernel parameter is reloaded (LDC). Also reads the cubins that
 `python -m blosa_kernels.compile_check --cubin-dir DIR` writes (--so DIR/NAME.cubin).
 """
 from __future__ import annotations
@@ -131,6 +131,21 @@ def registers(res_usage: str) -> dict[str, int]:
     return usage(res_usage, "REG")
 
 
+CONSTANT_LOAD = re.compile(r"\bLDC R\d+, (c\[0x0\]\[0x[0-9a-f]+\])")
+
+
+def constant_reloads(code: list[tuple[int, str]]) -> dict[str, int]:
+    """{constant-bank address: times it is loaded into a register (LDC)} of a function's code.
+    ptxas reloads a kernel parameter this way instead of keeping it in a register (the small
+    kernels' scale, csrc/cuda/attn_kernels.cuh SmallScale)."""
+    counts: dict[str, int] = {}
+    for _, text in code:
+        m = CONSTANT_LOAD.search(text)
+        if m:
+            counts[m.group(1)] = counts.get(m.group(1), 0) + 1
+    return counts
+
+
 def matching(sass: str, pattern: str):
     """(mangled name, code) of each function of `sass` whose name matches `pattern`."""
     return [(name, code) for name, code in parse_functions(sass).items() if re.search(pattern, name)]
@@ -189,14 +204,16 @@ def whole_report(sass: str, res_usage: str, pattern: str) -> str:
     """One line per kernel matching `pattern`: registers, stack bytes (spills) and whole-kernel
     instruction counts."""
     regs, stack = registers(res_usage), usage(res_usage, "STACK")
-    lines = ["| kernel | registers | stack bytes | instructions | MUFU | global loads | global stores |",
-             "|---|---|---|---|---|---|---|"]
+    lines = ["| kernel | registers | stack bytes | instructions | MUFU | global loads | global stores "
+             "| most reloads of one parameter |",
+             "|---|---|---|---|---|---|---|---|"]
     for name, code in matching(sass, pattern):
         def count(op: str) -> int:
             return sum(bool(re.search(rf"\b{op}\b", text)) for _, text in code)
 
+        reloads = max(constant_reloads(code).values(), default=0)
         lines.append(f"| {readable(name)} | {regs.get(name, '?')} | {stack.get(name, '?')} | "
-                     f"{len(code)} | {count('MUFU')} | {count('LDG')} | {count('STG')} |")
+                     f"{len(code)} | {count('MUFU')} | {count('LDG')} | {count('STG')} | {reloads} |")
     return "\n".join(lines)
 
 

@@ -143,8 +143,17 @@ def test_sass_load_distances_follow_the_loop_around():
 
 def test_whole_kernel_counts():
     table = sass_loads.whole_report(SASS, RES_USAGE, "forward_tiled")
-    # 11 instructions: one MUFU, three global loads (LDG.E.U8 included), no global store.
-    assert table.splitlines()[2].endswith("| 125 | 16 | 11 | 1 | 3 | 0 |")  # registers, stack, ...
+    # 11 instructions: one MUFU, three global loads (LDG.E.U8 included), no global store, no
+    # parameter reloaded.
+    assert table.splitlines()[2].endswith("| 125 | 16 | 11 | 1 | 3 | 0 | 0 |")  # registers, ...
+
+
+def test_constant_reloads_count_each_parameter():
+    code = [(0, "LDC R6, c[0x0][0x2b4]"), (16, "@P5 LDC R2, c[0x0][0x2b4]"),
+            (32, "LDC.64 R4, c[0x0][0x290]"), (48, "ULDC UR4, c[0x0][0x2b4]"),
+            (64, "LDC R1, c[0x0][0x28]")]
+    # LDC.64 and the uniform ULDC are not reloads into a thread's register.
+    assert sass_loads.constant_reloads(code) == {"c[0x0][0x2b4]": 2, "c[0x0][0x28]": 1}
 
 
 def test_triton_picks_name_each_tuned_shape(monkeypatch):

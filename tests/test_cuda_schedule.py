@@ -100,17 +100,6 @@ def test_persistent_loops_load_the_next_block_ahead(kernels, kernel, dtype):
 # features a thread, and the recomputing backward when persistent.
 HELD_SCALE = {"forward_small": r"Lb[01]ELi2ELb[01]E",
               "backward_small_recompute": r"Lb[01]ELi2ELb[01]E|Lb1ELi1ELb1E"}
-LDC = re.compile(r"\bLDC R\d+, (c\[0x0\]\[0x[0-9a-f]+\])")
-
-
-def reloads(code):
-    """How many times each constant-bank address is loaded into a register (LDC)."""
-    counts = {}
-    for _, instruction in code:
-        m = LDC.search(instruction)
-        if m:
-            counts[m.group(1)] = counts.get(m.group(1), 0) + 1
-    return counts
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -122,13 +111,13 @@ def test_small_kernels_hold_the_scale_in_a_register(kernels, kernel, dtype):
     plain = [code for name, code in kernels.items()
              if re.search(prefix.replace(r"E\dE", "E0E") + "Lb1ELi1ELb0E", name)]
     assert len(plain) == 1, f"no one-shot {kernel} at V = 1 ({dtype}) in the build"
-    counts = reloads(plain[0])
+    counts = sass_loads.constant_reloads(plain[0])
     scale = max(counts, key=counts.get)
     assert counts[scale] >= 20, f"{kernel} ({dtype}): reloads {counts}: which is the scale?"
     held = {name: code for name, code in kernels.items()
             if re.search(prefix + "(" + HELD_SCALE[kernel] + ")", name)}
     assert len(held) >= 8, f"{kernel} ({dtype}): {len(held)} kernels hold the scale"
     for name, code in held.items():
-        assert reloads(code).get(scale, 0) <= 2, (
-            f"{name} reloads the scale {scale} {reloads(code)[scale]} times "
-            f"(python bench/sass_loads.py --whole --kernels {kernel})")
+        reloads = sass_loads.constant_reloads(code).get(scale, 0)
+        assert reloads <= 2, (f"{name} reloads the scale {scale} {reloads} times "
+                              f"(python bench/sass_loads.py --whole --kernels {kernel})")

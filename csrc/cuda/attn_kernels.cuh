@@ -542,7 +542,8 @@ __device__ __forceinline__ void for_small_blocks(const Args<T, A>& p, const T* c
 // recomputing backward up to 3%; the persistent recomputing backward, up to 2.4%. The one-shot
 // kernels at one feature a thread keep p.a: held, it cost the float32 forward a thread block per
 // SM (40 -> 48 registers) and the recomputing backward of direction "backward" 3% more
-// instructions.
+// instructions (builds with it held everywhere). Those read p.a at each use, through
+// operator()'s p, as before: even a local copy of it changed their registers.
 template <bool kHeld, typename T, typename A>
 struct SmallScale {
   A held;

@@ -16,7 +16,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
-#include <utility>
+#include <tuple>
 
 #include "../op_checks.h"
 #include "dispatch.h"
@@ -81,14 +81,15 @@ cuda::KernelOptions kernel_options_from_env() {
 }
 
 // Thread blocks of `threads` threads of `kernel` that the current device holds at once (all
-// its SMs, as many per SM as the kernel's registers allow), cached per kernel and device.
+// its SMs, as many per SM as the kernel's registers allow), cached per kernel, block size and
+// device.
 int64_t resident_blocks(const void* kernel, int threads) {
   static std::mutex lock;
-  static std::map<std::pair<const void*, int>, int64_t> cache;
+  static std::map<std::tuple<const void*, int, int>, int64_t> cache;
   int device = 0;
   C10_CUDA_CHECK(cudaGetDevice(&device));
   const std::lock_guard<std::mutex> guard(lock);
-  const auto key = std::make_pair(kernel, device);
+  const auto key = std::make_tuple(kernel, threads, device);
   if (const auto hit = cache.find(key); hit != cache.end()) return hit->second;
   int sms = 0, per_sm = 0;
   C10_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
