@@ -43,19 +43,20 @@ from blosa_kernels._math import (LOG2E, block_row_tile, block_rows, dir_allows, 
 @triton.jit
 def block_query_rows(mask, head, grad_out, lse, b, n, d, start, v, m_blk, o_k, m_k,
                      SAVED_LSE: tl.constexpr):
-    """The rows of query offset v of the blocks starting at `start` ([G]), as loaded: whether
-    each query is real [G], its head and grad_out [G, BD] (input dtype) and lse [G, BD]
+    """The rows of query offset v of the blocks starting at `start` ([G]), as loaded: each
+    query's mask byte [G] (nonzero: real; 0 past the end; tested where it is used, as in
+    forward.block_key_rows), its head and grad_out [G, BD] (input dtype) and lse [G, BD]
     (+inf past the sequence; zeros, unused, without SAVED_LSE)."""
     o_j = start + v
     m_j = m_blk & (o_j < n)
     p_j = (b * n + o_j).to(tl.int64)[:, None] * d + o_k[None, :]
     m_jk = m_j[:, None] & m_k[None, :]
-    real_j = m_j & (tl.load(mask + b * n + o_j, mask=m_j, other=0) != 0)
     if SAVED_LSE:
         raw_lse = tl.load(lse + p_j, mask=m_jk, other=float("inf"))
     else:
         raw_lse = tl.zeros_like(p_j).to(tl.float32)
-    return (real_j, tl.load(head + p_j, mask=m_jk, other=0.0),
+    return (tl.load(mask + b * n + o_j, mask=m_j, other=0),
+            tl.load(head + p_j, mask=m_jk, other=0.0),
             tl.load(grad_out + p_j, mask=m_jk, other=0.0), raw_lse)
 
 
@@ -133,15 +134,20 @@ def bwd_blocks_kernel(
     elif DIR == 1:
         v_hi = r - 1
         store_zero_rows(d_head, b, n, d, start, r - 1, m_blk, o_k, m_k, G, BD)
-    # Queries stream one offset ahead (as the row-tile kernels' rows): offset v + 1's rows are
-    # loaded before offset v's math; the last offset is loaded twice rather than tested.
+    # Queries stream two offsets ahead, as fwd_blocks_kernel's keys: offset v + 2's rows are
+    # loaded at step v (the last offset is loaded again rather than tested).
     nxt_real, nxt_head, nxt_g, nxt_lse = block_query_rows(mask, head, grad_out, lse, b, n, d,
                                                           start, v_lo, m_blk, o_k, m_k, SAVED_LSE)
+    aft_real, aft_head, aft_g, aft_lse = block_query_rows(
+        mask, head, grad_out, lse, b, n, d, start, stream_row(v_lo + 1, v_hi), m_blk, o_k, m_k,
+        SAVED_LSE)
     for v in range(v_lo, v_hi):
-        real_j, raw_head, raw_g, raw_lse = nxt_real, nxt_head, nxt_g, nxt_lse
-        nxt_real, nxt_head, nxt_g, nxt_lse = block_query_rows(
-            mask, head, grad_out, lse, b, n, d, start, tl.minimum(v + 1, v_hi - 1), m_blk, o_k, m_k,
+        raw_real, raw_head, raw_g, raw_lse = nxt_real, nxt_head, nxt_g, nxt_lse
+        nxt_real, nxt_head, nxt_g, nxt_lse = aft_real, aft_head, aft_g, aft_lse
+        aft_real, aft_head, aft_g, aft_lse = block_query_rows(
+            mask, head, grad_out, lse, b, n, d, start, tl.minimum(v + 2, v_hi - 1), m_blk, o_k, m_k,
             SAVED_LSE)
+        real_j = raw_real != 0
         o_j = start + v  # [G] query position, one per block
         m_j = m_blk & (o_j < n)
         p_j = (b * n + o_j).to(tl.int64)[:, None] * d + o_k[None, :]

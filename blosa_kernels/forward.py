@@ -31,15 +31,15 @@ from blosa_kernels._math import (block_rows, dir_allows, f32, key_pointers, load
 
 @triton.jit
 def block_key_rows(mask, dep, value, b, n, d, start, u, m_blk, o_k, m_k):
-    """The rows of key offset u of the blocks starting at `start` ([G]), as loaded: whether
-    each key is real [G], its dep and value [G, BD] (input dtype)."""
+    """The rows of key offset u of the blocks starting at `start` ([G]), as loaded: each key's
+    mask byte [G] (nonzero: real; 0 past the end; tested where it is used: a test here would
+    wait for the load), its dep and value [G, BD] (input dtype)."""
     o_i = start + u
     m_i = m_blk & (o_i < n)
     p_i = (b * n + o_i).to(tl.int64)[:, None] * d + o_k[None, :]
     m_ik = m_i[:, None] & m_k[None, :]
-    real_i = m_i & (tl.load(mask + b * n + o_i, mask=m_i, other=0) != 0)
-    return (real_i, tl.load(dep + p_i, mask=m_ik, other=0.0),
-            tl.load(value + p_i, mask=m_ik, other=0.0))
+    return (tl.load(mask + b * n + o_i, mask=m_i, other=0),
+            tl.load(dep + p_i, mask=m_ik, other=0.0), tl.load(value + p_i, mask=m_ik, other=0.0))
 
 
 @triton.jit
@@ -86,18 +86,22 @@ def fwd_blocks_kernel(
         u_hi = r - 1
     elif DIR == 1:
         u_lo = 1
-    # Keys stream one offset ahead: offset u + 1's rows are loaded before offset u's math (the
-    # last offset is loaded twice rather than tested).
+    # Keys stream two offsets ahead: offset u + 2's rows are loaded at step u (the last offset
+    # is loaded again rather than tested). ptxas issues these loads at the end of the step's
+    # math, so one offset ahead each step waited for its rows (SASS, sm_90; bench/RESULTS.md).
     nxt_real, nxt_dep, nxt_val = block_key_rows(mask, dep, value, b, n, d, start, u_lo, m_blk,
                                                 o_k, m_k)
+    aft_real, aft_dep, aft_val = block_key_rows(mask, dep, value, b, n, d, start,
+                                                stream_row(u_lo + 1, u_hi), m_blk, o_k, m_k)
     for u in range(u_lo, u_hi):
-        real_i, raw_dep, raw_val = nxt_real, nxt_dep, nxt_val
-        nxt_real, nxt_dep, nxt_val = block_key_rows(mask, dep, value, b, n, d, start,
-                                                    tl.minimum(u + 1, u_hi - 1), m_blk, o_k, m_k)
+        raw_real, raw_dep, raw_val = nxt_real, nxt_dep, nxt_val
+        nxt_real, nxt_dep, nxt_val = aft_real, aft_dep, aft_val
+        aft_real, aft_dep, aft_val = block_key_rows(mask, dep, value, b, n, d, start,
+                                                    tl.minimum(u + 2, u_hi - 1), m_blk, o_k, m_k)
         b_dep = spread_block_rows(raw_dep.to(tl.float32), ROW_AXIS)
         b_val = spread_block_rows(raw_val.to(tl.float32), ROW_AXIS)
         o_u = tl.zeros_like(o_j) + u
-        allow = real_j & spread_blocks(real_i, ROW_AXIS)
+        allow = real_j & spread_blocks(raw_real != 0, ROW_AXIS)
         allow = allow & dir_allows(o_u, spread_offsets(o_v, ROW_AXIS), DIR)
         allow3 = allow[:, :, None]
         t = tanh_f32(b_dep * inv_c + b_q, FAST_TANH)
