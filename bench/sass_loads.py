@@ -13,7 +13,9 @@ for the load's whole latency; that is what Nsight Compute showed in the tiled ke
 stream_rows / stream_chunks (csrc/cuda/) avoid. With --whole it prints one line per kernel
 instead: registers, stack bytes (spills), and the whole kernel's instructions, MUFU ops,
 global loads, global stores (for kernels with no loop, such as the fully unrolled small-block
-ones) and the most times one kernel parameter is reloaded (LDC). Also reads the cubins that
+ones), the most times one kernel parameter is reloaded (LDC) and, for kernels with no loop,
+how many loads are read before the last load is issued (reads_before_last_load). Also reads
+the cubins that
 `python -m blosa_kernels.compile_check --cubin-dir DIR` writes (--so DIR/NAME.cubin).
 """
 from __future__ import annotations
@@ -146,6 +148,25 @@ def constant_reloads(code: list[tuple[int, str]]) -> dict[str, int]:
     return counts
 
 
+def reads_before_last_load(code: list[tuple[int, str]]) -> int:
+    """Global loads whose first reader comes before the function's last global load. In a
+    kernel that loads everything up front and then computes (the one-shot small-block kernels,
+    which have no loop), each such read stalls the thread while loads are still to be issued,
+    so those go out a whole latency later: the kernel makes two round trips instead of one."""
+    loads = [k for k, (_, text) in enumerate(code) if re.search(r"\bLDG\b", text)]
+    early = 0
+    for k in loads:
+        written, _ = operands(code[k][1])
+        for j in range(k + 1, len(code)):
+            now_written, read = operands(code[j][1])
+            if written & read:
+                early += j < loads[-1]
+                break
+            if written & now_written:  # overwritten unread
+                break
+    return early
+
+
 def matching(sass: str, pattern: str):
     """(mangled name, code) of each function of `sass` whose name matches `pattern`."""
     return [(name, code) for name, code in parse_functions(sass).items() if re.search(pattern, name)]
@@ -205,15 +226,18 @@ def whole_report(sass: str, res_usage: str, pattern: str) -> str:
     instruction counts."""
     regs, stack = registers(res_usage), usage(res_usage, "STACK")
     lines = ["| kernel | registers | stack bytes | instructions | MUFU | global loads | global stores "
-             "| most reloads of one parameter |",
-             "|---|---|---|---|---|---|---|---|"]
+             "| most reloads of one parameter | loads read before the last load |",
+             "|---|---|---|---|---|---|---|---|---|"]
     for name, code in matching(sass, pattern):
         def count(op: str) -> int:
             return sum(bool(re.search(rf"\b{op}\b", text)) for _, text in code)
 
         reloads = max(constant_reloads(code).values(), default=0)
+        # Meaningful where the kernel has no loop: a loop reads its loads before the next trip's.
+        early = "-" if loops(code) else reads_before_last_load(code)
         lines.append(f"| {readable(name)} | {regs.get(name, '?')} | {stack.get(name, '?')} | "
-                     f"{len(code)} | {count('MUFU')} | {count('LDG')} | {count('STG')} | {reloads} |")
+                     f"{len(code)} | {count('MUFU')} | {count('LDG')} | {count('STG')} | {reloads} | "
+                     f"{early} |")
     return "\n".join(lines)
 
 

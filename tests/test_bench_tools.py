@@ -144,8 +144,18 @@ def test_sass_load_distances_follow_the_loop_around():
 def test_whole_kernel_counts():
     table = sass_loads.whole_report(SASS, RES_USAGE, "forward_tiled")
     # 11 instructions: one MUFU, three global loads (LDG.E.U8 included), no global store, no
-    # parameter reloaded.
-    assert table.splitlines()[2].endswith("| 125 | 16 | 11 | 1 | 3 | 0 | 0 |")  # registers, ...
+    # parameter reloaded; a loop, so no count of loads read before the last one.
+    assert table.splitlines()[2].endswith("| 125 | 16 | 11 | 1 | 3 | 0 | 0 | - |")  # registers, ...
+
+
+def test_reads_before_the_last_load():
+    code = [(0, "LDG.E R2, desc[UR4][R10.64]"), (16, "LDG.E.U8 R3, desc[UR4][R12.64]"),
+            (32, "ISETP.NE.AND P0, PT, R3, RZ, PT"),  # reads R3 with a load still to issue
+            (48, "LDG.E R4, desc[UR4][R14.64]"), (64, "LDG.E R5, desc[UR4][R16.64]"),
+            (80, "IMAD.MOV.U32 R5, RZ, RZ, 0x1"),  # R5 overwritten unread: no reader
+            (96, "FADD R6, R2, R4")]
+    assert sass_loads.reads_before_last_load(code) == 1
+    assert sass_loads.reads_before_last_load(code[:2] + code[3:]) == 0
 
 
 def test_constant_reloads_count_each_parameter():

@@ -6,7 +6,7 @@ inline PTX), so this runs blosa_kernels.compile_check in a process without TRITO
 writes every autotune config's binary, whose SASS (bench/sass_loads.py, the cuobjdump that
 triton bundles) shows where ptxas put each loop's loads: the per-block kernels loaded each
 row one step ahead, and ptxas moved those loads to the end of the step, so every step of the
-r = 8 forward and backward waited for its rows (read 2 to 39 instructions after their loads,
+r = 8 forward and backward waited for its rows (read 2 to 20 instructions after their loads,
 bench/RESULTS.md); they now load two steps ahead.
 """
 import os
