@@ -169,6 +169,18 @@ __device__ constexpr bool pair_ok(int i, int j) {
                                      : true;
 }
 
+// The query that step jj of the small kernels' loop over a block's queries computes: in order,
+// or last first under "backward" (keys after the query), so that every direction starts with
+// the queries that have the fewest keys. In order, "backward"'s SASS issued two rows 45-100
+// instructions after the block's other loads, behind waits for those (forward_small bfloat16:
+// 22 of 30 loads read before the last one; the recomputing backward 36 of 38); last first it
+// is scheduled as "forward" is (bench/sass_loads.py --whole, bench/RESULTS.md). A query's own
+// sums do not depend on the order; the keys' gradient sums over queries run in this order.
+template <Direction D>
+__device__ constexpr int small_query(int jj) {
+  return D == Direction::kBackward ? kSmallMax - 1 - jj : jj;
+}
+
 // Run-time rule: may query j attend key i of the block [start, end)?
 __device__ __forceinline__ bool pair_allowed(Direction dir, int64_t i, int64_t j, int64_t start,
                                              int64_t end) {
@@ -569,7 +581,8 @@ __device__ __forceinline__ void forward_small_block(const Args<T, A>& p, const S
     A xk[kSmallMax], xq[kSmallMax], v[kSmallMax];
     small_block_values(p, in, f, xk, v, xq);
 #pragma unroll
-    for (int j = 0; j < kSmallMax; ++j) {
+    for (int jj = 0; jj < kSmallMax; ++jj) {
+      const int j = small_query<D>(jj);
       if (j < s.len) {
         Softmax<A, kFixed> sm;
         sm.init(scale(p));
@@ -641,7 +654,8 @@ __device__ __forceinline__ void backward_small_block(const Args<T, A>& p, const 
   }
   T* const d_head_first = first_row(p.d_head, s.at);
 #pragma unroll
-  for (int j = 0; j < kSmallMax; ++j) {
+  for (int jj = 0; jj < kSmallMax; ++jj) {
+    const int j = small_query<D>(jj);
     if (j < s.len) {
       A ha = A(0), hs = A(0), hr = A(0);  // head_grad sums
       if (real[j]) {
@@ -711,7 +725,8 @@ __device__ __forceinline__ void backward_small_recompute_block(
       dd[i] = dv[i] = A(0);
     }
 #pragma unroll
-    for (int j = 0; j < kSmallMax; ++j) {
+    for (int jj = 0; jj < kSmallMax; ++jj) {
+      const int j = small_query<D>(jj);
       if (j < s.len) {
         A ha = A(0), hs = A(0), hr = A(0);  // head_grad sums
         if (real[j]) {
