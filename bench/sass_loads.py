@@ -15,8 +15,8 @@ instead: registers, stack bytes (spills), and the whole kernel's instructions, M
 global loads, global stores (for kernels with no loop, such as the fully unrolled small-block
 ones), the most times one kernel parameter is reloaded (LDC) and, for kernels with no loop,
 how many loads are read before the last load is issued (reads_before_last_load). Also reads
-the cubins that
-`python -m blosa_kernels.compile_check --cubin-dir DIR` writes (--so DIR/NAME.cubin).
+the cubins that `python -m blosa_kernels.compile_check --cubin-dir DIR` writes
+(--so DIR/NAME.cubin).
 """
 from __future__ import annotations
 
