@@ -76,20 +76,26 @@ def operands(instruction: str) -> tuple[set[str], set[str]]:
     return first, rest_regs
 
 
-def distance_to_use(code: list[tuple[int, str]], at: int, start: int, end: int) -> int | None:
-    """Instructions from the load at index `at` to the first instruction that reads its
-    destination register, walking the loop [start, end] around its back edge once."""
+def steps_to_reader(code: list[tuple[int, str]], at: int, order) -> int | None:
+    """How many instructions of `order` (indices into code, in execution order after `at`) are
+    walked until one reads the register the instruction at `at` writes; None when none does, or
+    one overwrites it first (the value is dead)."""
     written, _ = operands(code[at][1])
     if not written:
         return None
-    order = list(range(at + 1, end + 1)) + list(range(start, at + 1))
     for steps, i in enumerate(order, 1):
         w, r = operands(code[i][1])
         if written & r:
             return steps
         if written & w:
-            return None  # overwritten first: the value is dead
+            return None
     return None
+
+
+def distance_to_use(code: list[tuple[int, str]], at: int, start: int, end: int) -> int | None:
+    """Instructions from the load at index `at` to the first instruction that reads its
+    destination register, walking the loop [start, end] around its back edge once."""
+    return steps_to_reader(code, at, [*range(at + 1, end + 1), *range(start, at + 1)])
 
 
 def loops(code: list[tuple[int, str]]) -> list[Loop]:
@@ -156,14 +162,8 @@ def reads_before_last_load(code: list[tuple[int, str]]) -> int:
     loads = [k for k, (_, text) in enumerate(code) if re.search(r"\bLDG\b", text)]
     early = 0
     for k in loads:
-        written, _ = operands(code[k][1])
-        for j in range(k + 1, len(code)):
-            now_written, read = operands(code[j][1])
-            if written & read:
-                early += j < loads[-1]
-                break
-            if written & now_written:  # overwritten unread
-                break
+        steps = steps_to_reader(code, k, range(k + 1, len(code)))
+        early += steps is not None and k + steps < loads[-1]
     return early
 
 

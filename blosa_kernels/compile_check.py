@@ -9,7 +9,8 @@ too, and must not spill: a config the GPU autotuner tries must build, and one th
 only waste its time (registers and stack from `cuobjdump -res-usage`, the copy triton bundles).
 Nor may a per-block kernel whose warps fit on its blocks have a barrier (must_not_sync). Needs
 TRITON_INTERPRET unset. Exit status 0 when all compile, none spills and none syncs.
-With --cubin-dir DIR it also writes each binary there, named kernel-dtype-scalars.cubin, and
+With --cubin-dir DIR it also writes each binary there, named kernel-dtype-scalars.cubin (with
+-2, -3, ... for a kernel's second, third case in one dtype, in the order of cases()), and
 each autotune config's, kernel-dtype-wWARPS-TILES.cubin (e.g. bwd_fused_kernel-fp32-w8-BM64-BD32),
 for `cuobjdump -sass` (the cuobjdump that triton bundles will do) or
 `python bench/sass_loads.py --so FILE --kernels NAME` (loop sizes, MUFU, barriers, load distances).
@@ -157,14 +158,17 @@ def main(argv=None) -> int:
     from triton.compiler import ASTSource
 
     target = GPUTarget("cuda", args.arch, 32)
+    cases_seen: dict[tuple[str, str], int] = {}
     for fn, dtype, constexprs in cases():
+        n = cases_seen[fn.__name__, dtype] = cases_seen.get((fn.__name__, dtype), 0) + 1
+        repeat = f"-{n}" if n > 1 else ""  # else a later case's binary would replace this one's
         for float_scalars in ("fp32", "fp64"):
             t0 = time.time()
             signature = _signature(fn, dtype, constexprs, float_scalars)
             kernel = triton.compile(ASTSource(fn=fn, signature=signature, constexprs=constexprs), target=target)
             assert kernel.asm.get("cubin"), fn.__name__
             if args.cubin_dir:
-                name = f"{fn.__name__}-{dtype}-{float_scalars}.cubin"
+                name = f"{fn.__name__}-{dtype}-{float_scalars}{repeat}.cubin"
                 with open(os.path.join(args.cubin_dir, name), "wb") as out:
                     out.write(kernel.asm["cubin"])
             print(f"ok  {fn.__name__:<18} {dtype:<5} scalars {float_scalars} sm_{args.arch}  "

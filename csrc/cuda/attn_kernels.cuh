@@ -171,7 +171,7 @@ __device__ constexpr bool pair_ok(int i, int j) {
 
 // The query that step jj of the small kernels' loop over a block's queries computes: in order,
 // or last first under "backward" (keys after the query), so that every direction starts with
-// the queries that have the fewest keys. In order, "backward"'s SASS issued two rows 45-100
+// the queries that have the fewest keys. In order, "backward"'s SASS issued two rows 45-107
 // instructions after the block's other loads, behind waits for those (forward_small bfloat16:
 // 22 of 30 loads read before the last one; the recomputing backward 36 of 38); last first it
 // is scheduled as "forward" is (bench/sass_loads.py --whole, bench/RESULTS.md). A query's own

@@ -11,11 +11,16 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def import_with(value):
-    env = dict(os.environ, BLOSA_TRITON_BACKWARD=value, TRITON_INTERPRET="1")
+def run_python(code, **env_vars):
+    """`python -c code` in a fresh process under TRITON_INTERPRET=1 and `env_vars`."""
+    env = dict(os.environ, TRITON_INTERPRET="1", **env_vars)
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT), str(ROOT / "python"), env.get("PYTHONPATH", "")])
-    code = "from blosa_kernels import configs; print(configs.BACKWARD)"
     return subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+
+
+def import_with(value):
+    return run_python("from blosa_kernels import configs; print(configs.BACKWARD)",
+                      BLOSA_TRITON_BACKWARD=value)
 
 
 @pytest.mark.parametrize("value, setting", [("split", "split"), ("fused", "fused"), ("", "split")])
@@ -51,11 +56,7 @@ def test_interpreter_problem_names_old_triton_with_new_numpy(triton_version, num
 
 
 def test_interpreter_refuses_old_triton_with_new_numpy_at_import():
-    env = dict(os.environ, TRITON_INTERPRET="1")
-    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), str(ROOT / "python"), env.get("PYTHONPATH", "")])
-    code = ("import numpy, triton; numpy.__version__ = '2.4.0'; triton.__version__ = '3.6.0'; "
-            "import blosa_kernels")
-    proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
-                          timeout=300)
+    proc = run_python("import numpy, triton; numpy.__version__ = '2.4.0'; "
+                      "triton.__version__ = '3.6.0'; import blosa_kernels")
     assert proc.returncode != 0
     assert "RuntimeError: TRITON_INTERPRET=1 cannot run blosa's kernels with triton 3.6.0" in proc.stderr
