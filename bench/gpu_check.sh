@@ -63,8 +63,8 @@ echo "built in $((SECONDS - start)) s"
 
 step "kernel rates"
 timed rates ${RATES_TIMEOUT:-170} $PY bench/gpu_rates.py --out "$LOG/rates.json" \
-  --cuda-variants tile4,fused,staged,staged+fused,tile4+staged+fused,vec2,persistent,persistent+vec2 \
-  --triton-variants fused,fast32 > "$LOG/rates.md" 2>&1
+  --cuda-variants stream,split,stream+split,tile4,vec2,persistent,persistent+vec2 \
+  --triton-variants split,fast32 > "$LOG/rates.md" 2>&1
 rates_status=$?
 
 step "GPU tests (CUDA and Triton side by side)"
@@ -74,13 +74,17 @@ step "GPU tests (CUDA and Triton side by side)"
 # 116 s on 2026-11-26, and there are 311 now). No test times anything, and the memory tests
 # read their own process's allocator. Without test_triton_compiles.py: it compiles every kernel
 # for sm_90 without running it, for CI's machines without a GPU (about 40 s); here the other
-# tests compile and run them all.
+# tests compile and run them all. Without test_triton_settings.py either: it checks settings in
+# interpreter subprocesses, no GPU involved. On 2026-11-27 the Triton suite ran 255 tests in the
+# 200 s it then had, the CUDA one 951 in 136 s; the Triton suite now has 240 s, which the
+# special-function ceiling (last, known) gives up when the budget runs short.
 BLOSA_CUDA_ERR_LOG="$LOG/cuda_errors.json" timed "CUDA tests" ${CUDA_TESTS_TIMEOUT:-200} \
   $PY -m pytest tests/test_cuda.py tests/test_nn_cuda.py -q -rs --maxfail=20 -p no:cacheprovider \
   > "$LOG/tests_cuda.log" 2>&1 &
 cuda_tests=$!
-timed "Triton tests" ${TRITON_TESTS_TIMEOUT:-200} $PY -m pytest tests/triton -q -rs --maxfail=20 \
-  --ignore=tests/triton/test_triton_compiles.py -p no:cacheprovider > "$LOG/tests_triton.log" 2>&1
+timed "Triton tests" ${TRITON_TESTS_TIMEOUT:-240} $PY -m pytest tests/triton -q -rs --maxfail=20 \
+  --ignore=tests/triton/test_triton_compiles.py --ignore=tests/triton/test_triton_settings.py \
+  -p no:cacheprovider > "$LOG/tests_triton.log" 2>&1
 triton_status=$?
 wait $cuda_tests
 tests_status=$?

@@ -158,24 +158,24 @@ TUNING_VARIABLES = ("BLOSA_CUDA_TILE", "BLOSA_CUDA_BACKWARD", "BLOSA_CUDA_FORWAR
 
 def variant_env(variant: str) -> dict[str, str]:
     """Environment of a CUDA kernel variant: "+"-joined parts, "tileN" (BLOSA_CUDA_TILE=N),
-    "fused" (BLOSA_CUDA_BACKWARD=fused), "staged" (BLOSA_CUDA_FORWARD=staged), "vecN"
+    "split" / "fused" (BLOSA_CUDA_BACKWARD), "stream" / "staged" (BLOSA_CUDA_FORWARD), "vecN"
     (BLOSA_CUDA_SMALL_VEC=N) and "persistent" (BLOSA_CUDA_SMALL_PERSISTENT=1), e.g.
-    "tile4+fused"."""
+    "stream+split"."""
     env = {}
     for part in variant.split("+"):
         if part.startswith("tile") and part[4:].isdigit():
             env["BLOSA_CUDA_TILE"] = part[4:]
-        elif part == "fused":
-            env["BLOSA_CUDA_BACKWARD"] = "fused"
-        elif part == "staged":
-            env["BLOSA_CUDA_FORWARD"] = "staged"
+        elif part in ("split", "fused"):
+            env["BLOSA_CUDA_BACKWARD"] = part
+        elif part in ("stream", "staged"):
+            env["BLOSA_CUDA_FORWARD"] = part
         elif part.startswith("vec") and part[3:].isdigit():
             env["BLOSA_CUDA_SMALL_VEC"] = part[3:]
         elif part == "persistent":
             env["BLOSA_CUDA_SMALL_PERSISTENT"] = "1"
         else:
             raise ValueError(f"unknown CUDA variant part {part!r} in {variant!r} "
-                             "(tileN, fused, staged, vecN, persistent)")
+                             "(tileN, split, fused, stream, staged, vecN, persistent)")
     return env
 
 
@@ -188,14 +188,16 @@ def variant_config(variant: str):
 
 # Triton variants set attributes of blosa_kernels.configs, which the launcher reads at each call.
 TRITON_VARIANT_PARTS = {
-    "fused": {"BACKWARD": "fused"},  # bwd_fused_kernel + bwd_dkv_sums_kernel
+    "fused": {"BACKWARD": "fused"},  # bwd_fused_kernel + bwd_dkv_sums_kernel (the default)
+    "split": {"BACKWARD": "split"},  # bwd_dq_kernel + bwd_dkv_kernel
     "fast32": {"FAST_TANH_DTYPES": ("float32", "float16", "bfloat16")},  # tanh.approx.f32 in float32
 }
 
 
 def triton_variant_settings(variant: str) -> dict:
-    """blosa_kernels.configs attributes of a Triton variant: "+"-joined parts, "fused" (the
-    fused backward) and "fast32" (tanh.approx.f32 for float32 inputs too), e.g. "fused+fast32"."""
+    """blosa_kernels.configs attributes of a Triton variant: "+"-joined parts, "split" / "fused"
+    (the backward of blocks longer than 64) and "fast32" (tanh.approx.f32 for float32 inputs
+    too), e.g. "split+fast32"."""
     settings = {}
     for part in variant.split("+"):
         if part not in TRITON_VARIANT_PARTS:
@@ -336,10 +338,10 @@ def main(argv=None):
     ap.add_argument("--backends", default=",".join(BACKENDS))
     ap.add_argument("--cuda-variants", default="",
                     help="comma-separated CUDA kernel variants to compare with the default, "
-                         "e.g. tile4,fused,staged+fused")
+                         "e.g. tile4,split,stream+split")
     ap.add_argument("--triton-variants", default="",
                     help="comma-separated Triton kernel variants to compare with the default, "
-                         "e.g. fused,fast32,fused+fast32")
+                         "e.g. split,fast32,split+fast32")
     args = ap.parse_args(argv)
     if not torch.cuda.is_available():
         print("no CUDA device; nothing to measure")

@@ -40,7 +40,9 @@ def main() -> int:
         out, lse = fwd(*small[:4], None, *settings, compute_lse=False)
         bwd(small[4], *small[:4], None, out.new_empty(0), lse, *settings)
     os.environ.pop("BLOSA_CUDA_SMALL_PERSISTENT")
-    # Launches 5-7: one block in float32, forward and the split backward.
+    # Launches 5-7: one block in float32, the streaming forward and the split backward.
+    os.environ["BLOSA_CUDA_FORWARD"] = "stream"
+    os.environ["BLOSA_CUDA_BACKWARD"] = "split"
     settings = (0, "forward", 5.0)
     out, lse = fwd(dep, head, value, bias, None, *settings)
     bwd(grad_out, dep, head, value, bias, None, out, lse, *settings)
@@ -48,10 +50,10 @@ def main() -> int:
     mask = torch.ones(64, 384, dtype=torch.bool, device="cuda")
     mask[:, 288:] = False
     fwd(dep, head, value, bias, mask, *settings)
-    # The ninth and tenth: the fused backward of the unmasked one block.
+    # The ninth and tenth: the fused backward of the unmasked one block (the default).
     os.environ["BLOSA_CUDA_BACKWARD"] = "fused"
     bwd(grad_out, dep, head, value, bias, None, out, lse, *settings)
-    # The eleventh: the staged forward of the unmasked one block.
+    # The eleventh: the staged forward of the unmasked one block (the default).
     os.environ["BLOSA_CUDA_FORWARD"] = "staged"
     fwd(dep, head, value, bias, None, *settings)
     torch.cuda.synchronize()

@@ -60,8 +60,10 @@ BLOCK_ROW_AXIS = _block_row_axis(triton.__version__)
 # Backward of blocks longer than SMALL_BLOCK_MAX: "split" (bwd_dq_kernel + bwd_dkv_kernel, each
 # element's tanh and exp computed twice) or "fused" (bwd_fused_kernel + bwd_dkv_sums_kernel,
 # once, through a 2·cdiv(r, FUSED_ROWS)·B·n·d float32 scratch; blocks up to FUSED_MAX_BLOCK).
-# Split stays the default until a GPU run measures fused (bench/gpu_rates.py --triton-variants).
-BACKWARD = os.environ.get("BLOSA_TRITON_BACKWARD") or "split"  # unset or empty: split
+# Fused is the default: forward+backward 1.19-1.23x faster on an H200 at B=64, one block of
+# n=384, d=300, peak memory +479 MiB instead of +197 (float32; bench/RESULTS.md, 2026-11-27).
+# Split needs no scratch.
+BACKWARD = os.environ.get("BLOSA_TRITON_BACKWARD") or "fused"  # unset or empty: fused
 if BACKWARD not in ("split", "fused"):
     raise ValueError(f"BLOSA_TRITON_BACKWARD must be 'split' or 'fused', got {BACKWARD!r}")
 FUSED_MAX_BLOCK = 512

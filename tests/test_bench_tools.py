@@ -69,8 +69,8 @@ def test_triton_variant_settings_are_restored():
     from blosa_kernels import configs
 
     before = (configs.BACKWARD, configs.FAST_TANH_DTYPES)
-    with gpu_rates.variant_applied("triton", gpu_rates.triton_variant_settings("fused+fast32")):
-        assert configs.BACKWARD == "fused" and "float32" in configs.FAST_TANH_DTYPES
+    with gpu_rates.variant_applied("triton", gpu_rates.triton_variant_settings("split+fast32")):
+        assert configs.BACKWARD == "split" and "float32" in configs.FAST_TANH_DTYPES
     assert (configs.BACKWARD, configs.FAST_TANH_DTYPES) == before
 
 
@@ -90,10 +90,12 @@ def test_variant_table_compares_with_the_default():
 def test_variants_combine():
     assert gpu_rates.variant_env("tile4+staged+fused") == {
         "BLOSA_CUDA_TILE": "4", "BLOSA_CUDA_FORWARD": "staged", "BLOSA_CUDA_BACKWARD": "fused"}
+    assert gpu_rates.variant_env("stream+split") == {
+        "BLOSA_CUDA_FORWARD": "stream", "BLOSA_CUDA_BACKWARD": "split"}
 
 
 @pytest.mark.parametrize("variant, part", [("tile", "'tile'"), ("fused+tilex", "'tilex'"),
-                                           ("tile4+split", "'split'")])
+                                           ("tile4+sideways", "'sideways'")])
 def test_unknown_variant_is_named(variant, part):
     with pytest.raises(ValueError, match=part):
         gpu_rates.variant_env(variant)

@@ -215,9 +215,10 @@ def test_tiles_of_4_rows(monkeypatch, dtype, direction):
         check(dtype, direction, block_len, "holes", n=n)
 
 
-# (n, block_len, mask) for the span kernels (fused backward, staged forward): one span (45 rows,
-# or 20 and 13 in blocks), several (150 and 300 rows: spans of 32 or 64) and, for the fused
-# backward, more than 8 spans with tile 4 (300 keys; the split backward then runs).
+# (n, block_len, mask) for the span kernels (fused backward, staged forward; the defaults for
+# blocks longer than 8): one span (45 rows, or 20 and 13 in blocks), several (150 and 300 rows:
+# spans of 32 or 64) and, for the fused backward, more than 8 spans with tile 4 (300 keys; the
+# split backward then runs).
 SPAN_CASES = ((45, 20, "holes"), (37, 13, "empty_row"), (45, 0, "none"), (150, 0, "right_pad"),
               (300, 0, "holes"))
 
@@ -233,22 +234,26 @@ def test_fused_backward(monkeypatch, dtype, direction, tile):
 
 
 @pytest.mark.parametrize("backward", ("split", "fused"))
+@pytest.mark.parametrize("forward", ("stream", "staged"))
 @pytest.mark.parametrize("tile", ("4", "8"))
 @pytest.mark.parametrize("direction", DIRECTIONS)
 @pytest.mark.parametrize("dtype", (torch.float32, torch.bfloat16, torch.float64), ids=str)
-def test_staged_forward(monkeypatch, dtype, direction, tile, backward):
-    # Both pivot paths too: the scale is drawn per case.
-    monkeypatch.setenv("BLOSA_CUDA_FORWARD", "staged")
+def test_tiled_forwards_and_backwards(monkeypatch, dtype, direction, tile, forward, backward):
+    # Every pairing of the two forwards and two backwards of blocks longer than 8 (the
+    # defaults, staged and fused, run in every other test), both pivot paths too: the scale
+    # is drawn per case.
+    monkeypatch.setenv("BLOSA_CUDA_FORWARD", forward)
     monkeypatch.setenv("BLOSA_CUDA_BACKWARD", backward)
     monkeypatch.setenv("BLOSA_CUDA_TILE", tile)
     for n, block_len, mask_kind in SPAN_CASES:
         check(dtype, direction, block_len, mask_kind, n=n, B=2, d=40)
 
 
+@pytest.mark.parametrize("backward", ("split", "fused"))
 @pytest.mark.parametrize("n", (45, 300))
-def test_fused_backward_is_deterministic(monkeypatch, n):
-    monkeypatch.setenv("BLOSA_CUDA_BACKWARD", "fused")
-    gen = generator_for("det-fused", n)
+def test_tiled_backwards_are_deterministic(monkeypatch, n, backward):
+    monkeypatch.setenv("BLOSA_CUDA_BACKWARD", backward)
+    gen = generator_for("det-" + backward, n)
     inputs, mask, grad_out = make_case(4, n, 96, gen, True, "right_pad")
     xs = [t.to(DEV, torch.float32) for t in inputs]
     m, g = mask.to(DEV), grad_out.to(DEV, torch.float32)
@@ -434,8 +439,7 @@ def test_full_disa_8192_linear_memory():
 @pytest.mark.parametrize("block_len", (8, 20, 0))  # forward_small, then tiled / staged
 def test_forward_without_lse_same_output(monkeypatch, block_len, forward, dtype):
     # compute_lse=False (what a call with no gradient to come runs): a null lse, its stores skipped.
-    if forward == "staged":
-        monkeypatch.setenv("BLOSA_CUDA_FORWARD", "staged")
+    monkeypatch.setenv("BLOSA_CUDA_FORWARD", forward)
     gen = generator_for("no-lse", block_len, forward, dtype)
     inputs, mask, _ = make_case(3, 77, 40, gen, True, "empty_row")
     xs = [t.to(DEV, dtype) for t in inputs]

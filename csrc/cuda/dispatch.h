@@ -29,21 +29,24 @@ struct KernelOptions {
   int tile = 8;
   // Backward of the tiled blocks in one pass (fused_backward.cuh) rather than two kernels
   // (attn_kernels.cuh), for blocks of at most kMaxSpans spans; float accumulation only (its
-  // shared memory is sized for float sums). Off until a GPU run measures it.
-  bool fused_backward = false;
+  // shared memory is sized for float sums). It computes each pair's tanh and exp once instead
+  // of twice, for a scratch of 3 · spans · B · n · d floats (at most 24 · B · n · d). On an
+  // H200 at B=64, n=384, d=300, one block: forward+backward 1.35-1.52x faster, peak memory
+  // +703 MiB instead of +197 MiB (float32; bench/RESULTS.md, 2026-11-27).
+  bool fused_backward = true;
   // Forward of the tiled blocks with the keys staged through shared memory by the whole
-  // thread block (staged_forward.cuh) rather than loaded by each warp. Off until a GPU run
-  // measures it.
-  bool staged_forward = false;
+  // thread block (staged_forward.cuh) rather than loaded by each warp: 1.23-1.28x faster on an
+  // H200 at one block of 384 (bench/RESULTS.md, 2026-11-27).
+  bool staged_forward = true;
   // Features per thread (1 or 2) of the small-block forward and recomputing backward, where
-  // small_vec() allows it: one load of 2 · sizeof(T) bytes per row instead of two. Off (1)
-  // until a GPU run measures it.
+  // small_vec() allows it: one load of 2 · sizeof(T) bytes per row instead of two. Off (1):
+  // 0.99-1.07x the one-feature kernels on an H200 at r = 8 (bench/RESULTS.md, 2026-11-27).
   int small_vec = 1;
   // The small-block forward and recomputing backward as persistent kernels (for_small_blocks in
   // attn_kernels.cuh): as many threads as fit on the GPU at once, each looping over blocks with
   // the next block's loads in flight while it computes this one. For the constant pivot and
-  // float accumulation (the other calls keep the one-shot kernels). Off until a GPU run
-  // measures it.
+  // float accumulation (the other calls keep the one-shot kernels). Off: 0.80-0.97x the
+  // one-shot kernels on an H200 at r = 8 (bench/RESULTS.md, 2026-11-27).
   bool small_persistent = false;
 };
 

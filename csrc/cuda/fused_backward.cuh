@@ -1,9 +1,9 @@
-// The backward of the tiled blocks in one pass over the (query, key) pairs (BLOSA_CUDA_BACKWARD=
-// fused). The split backward (attn_kernels.cuh) recomputes each pair's tanh and exp twice, once
-// for the query side (d_head) and once for the key side (d_dep, d_value): four special-function
-// ops per element, which caps forward+backward at a third of the forward's bound. Here each
-// pair's t and p are computed once and feed both sides, at the price of one reduction across
-// warps per query.
+// The backward of the tiled blocks in one pass over the (query, key) pairs (the default for
+// blocks of at most kMaxSpans spans; BLOSA_CUDA_BACKWARD=split runs the split one). The split
+// backward (attn_kernels.cuh) recomputes each pair's tanh and exp twice, once for the query side
+// (d_head) and once for the key side (d_dep, d_value): four special-function ops per element,
+// which caps forward+backward at a third of the forward's bound. Here each pair's t and p are
+// computed once and feed both sides, at the price of one reduction across warps per query.
 //
 // A thread block owns a span of kWarps·kT consecutive keys of one sequence block, for 32
 // features: warp w holds keys [k0 + w·kT, k0 + (w+1)·kT) in registers (one feature a lane, as

@@ -45,10 +45,11 @@ void check_cuda_inputs(const at::Tensor& dep) {
 //   BLOSA_CUDA_TILE=4|8             rows per thread. More rows reuse each loaded key more often
 //                                   and keep more independent special-function ops in flight;
 //                                   fewer leave more warps per SM (fewer registers).
-//   BLOSA_CUDA_BACKWARD=split|fused the backward in two kernels (default), or in one that
-//                                   computes each pair's tanh and exp once (fused_backward.cuh).
-//   BLOSA_CUDA_FORWARD=stream|staged each warp streams its keys (default), or the thread block
-//                                   stages them in shared memory (staged_forward.cuh).
+//   BLOSA_CUDA_BACKWARD=split|fused the backward in one kernel that computes each pair's tanh
+//                                   and exp once (fused_backward.cuh; default), or in two that
+//                                   need no scratch memory (split: lowest memory).
+//   BLOSA_CUDA_FORWARD=stream|staged the thread block stages the keys in shared memory
+//                                   (staged_forward.cuh; default), or each warp streams its own.
 //   BLOSA_CUDA_SMALL_VEC=1|2        features per thread of the small-block forward and
 //                                   recomputing backward (blocks of at most 8): 2 loads each
 //                                   row's two features in one access.

@@ -51,8 +51,10 @@ def autotuned(monkeypatch):
 
 @pytest.fixture
 def rows_kernels(monkeypatch):
-    """Force the row-tile kernels (used for blocks longer than 64) on small shapes."""
+    """Force the row-tile kernels (used for blocks longer than 64) with the split backward on
+    small shapes."""
     monkeypatch.setattr(configs, "SMALL_BLOCK_MAX", 0)
+    monkeypatch.setattr(configs, "BACKWARD", "split")
 
 
 @pytest.fixture

@@ -23,7 +23,7 @@ def import_with(value):
                       BLOSA_TRITON_BACKWARD=value)
 
 
-@pytest.mark.parametrize("value, setting", [("split", "split"), ("fused", "fused"), ("", "split")])
+@pytest.mark.parametrize("value, setting", [("split", "split"), ("fused", "fused"), ("", "fused")])
 def test_backward_setting_is_read_at_import(value, setting):
     proc = import_with(value)
     assert proc.returncode == 0, proc.stderr
