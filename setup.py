@@ -7,11 +7,16 @@ extension is compiled against it). Environment switches:
   TORCH_CUDA_ARCH_LIST  the GPU architectures to compile for (torch's own variable).
   BLOSA_CPU_ARCH        the -march of the CPU kernels (default "native": the extension is built
                         on the machine that runs it; use e.g. "x86-64-v3" for a portable build).
+  MAX_JOBS              sources compiled at once (torch's variable; default: one per CPU).
 """
+import functools
 import glob
 import os
+import sys
+import traceback
 
 from setuptools import find_packages, setup
+from setuptools.errors import CompileError
 from torch.utils import cpp_extension
 
 ROOT = os.path.dirname(os.path.abspath(__file__))
@@ -34,8 +39,63 @@ def want_cuda():
     return torch.version.cuda is not None and cpp_extension.CUDA_HOME is not None
 
 
+def run_forked(tasks, workers):
+    """Runs each task (a callable) in a forked process, at most `workers` at a time; raises
+    CompileError naming the failed ones once all have ended. Forked rather than pooled: setup.py
+    runs as a script, so its functions cannot be pickled for a worker."""
+    pending, running, failed = list(tasks), {}, []
+    while pending or running:
+        while pending and len(running) < workers:
+            name, task = pending.pop(0)
+            sys.stdout.flush()
+            sys.stderr.flush()
+            pid = os.fork()
+            if pid == 0:  # the child: run the task, never return into setup.py
+                code = 1
+                try:
+                    task()
+                    code = 0
+                except BaseException:
+                    traceback.print_exc()
+                finally:
+                    sys.stdout.flush()
+                    sys.stderr.flush()
+                    os._exit(code)
+            running[pid] = name
+        pid, status = os.wait()
+        name = running.pop(pid)
+        if status != 0:
+            failed.append(name)
+    if failed:
+        raise CompileError("compiling failed: " + ", ".join(failed))
+
+
+def compile_in_parallel(compiler):
+    """Replaces compiler.compile (distutils compiles one source after another) by one that
+    compiles up to MAX_JOBS sources at once, each in a forked process: torch's compile wrapper
+    swaps the compiler executable (nvcc or g++) on the shared compiler object for each source,
+    so threads could not share it. The CUDA sources take most of the build (about 2 minutes);
+    the C++ ones now compile beside them."""
+    workers = max(1, int(os.environ.get("MAX_JOBS") or os.cpu_count() or 1))
+
+    def compile(sources, output_dir=None, macros=None, include_dirs=None, debug=0,
+                extra_preargs=None, extra_postargs=None, depends=None):
+        macros, objects, extra_postargs, pp_opts, build = compiler._setup_compile(
+            output_dir, macros, include_dirs, sources, depends, extra_postargs)
+        cc_args = compiler._get_cc_args(pp_opts, debug, extra_preargs)
+        tasks = [(build[obj][0], functools.partial(compiler._compile, obj, *build[obj], cc_args,
+                                                   extra_postargs, pp_opts))
+                 for obj in objects if obj in build]
+        tasks.sort(key=lambda task: not task[0].endswith(".cu"))  # the longest first
+        run_forked(tasks, workers)
+        return objects
+
+    compiler.compile = compile
+
+
 class BuildExtension(cpp_extension.BuildExtension):
-    """torch's BuildExtension, plus per-file flags for FAST_MATH_SOURCES."""
+    """torch's BuildExtension, plus per-file flags for FAST_MATH_SOURCES and sources compiled in
+    parallel."""
 
     def build_extensions(self):
         compile_one = self.compiler._compile
@@ -48,6 +108,7 @@ class BuildExtension(cpp_extension.BuildExtension):
             return compile_one(obj, src, ext, cc_args, extra_postargs, pp_opts)
 
         self.compiler._compile = _compile
+        compile_in_parallel(self.compiler)
         super().build_extensions()
 
 
@@ -68,19 +129,21 @@ def extension():
     )
 
 
-setup(
-    name="blosa",
-    version="0.1.0",
-    description="Fused, memory-efficient Bi-Directional Block Self-Attention (Bi-BloSAN) for PyTorch",
-    package_dir={"": "python", "blosa_kernels": "blosa_kernels"},
-    packages=find_packages("python") + ["blosa_kernels"],
-    ext_modules=[extension()],
-    cmdclass={"build_ext": BuildExtension.with_options(use_ninja=False)},
-    python_requires=">=3.10",
-    install_requires=["torch>=2.11,<2.15", "numpy", "tqdm"],
-    extras_require={
-        "triton": ["triton>=3.4"],
-        "plot": ["matplotlib"],
-        "test": ["pytest", "pytest-benchmark"],
-    },
-)
+# Only when run (pip, `python setup.py ...`): tests import this file for run_forked.
+if __name__ == "__main__":
+    setup(
+        name="blosa",
+        version="0.1.0",
+        description="Fused, memory-efficient Bi-Directional Block Self-Attention (Bi-BloSAN) for PyTorch",
+        package_dir={"": "python", "blosa_kernels": "blosa_kernels"},
+        packages=find_packages("python") + ["blosa_kernels"],
+        ext_modules=[extension()],
+        cmdclass={"build_ext": BuildExtension.with_options(use_ninja=False)},
+        python_requires=">=3.10",
+        install_requires=["torch>=2.11,<2.15", "numpy", "tqdm"],
+        extras_require={
+            "triton": ["triton>=3.4"],
+            "plot": ["matplotlib"],
+            "test": ["pytest", "pytest-benchmark"],
+        },
+    )

@@ -226,3 +226,8 @@ def test_host_profile_names_where_the_time_goes(monkeypatch):
     per_call = float(report.split("host ", 1)[1].split(" us", 1)[0])
     assert 2000 <= per_call < 20000
     assert "slow_launch" in report and "ncalls" in report
+    # Both orders, and the sleep (a builtin) tops the list by own time.
+    by_cumulative, by_own = report.split("by cumulative:", 1)[1].split("by tottime:")
+    assert "slow_launch" in by_cumulative
+    first_row = by_own.split("filename:lineno(function)", 1)[1].strip().splitlines()[0]
+    assert "time.sleep" in first_row
