@@ -189,8 +189,9 @@ def masked_block_attn_triton_bwd(
     # The row-tile kernels write d_head in float32, summed for d_bias, then rounded; zero-filled
     # because they skip queries that can have no key.
     d_head = torch.zeros(dep.shape, dtype=torch.float32, device=dep.device)
-    if L.fused_backward():
-        _fused_backward(L, common, mask_arg, d_dep, d_head, d_value)
+    sums = _fused_scratch(L, dep.device) if L.fused_backward() else None
+    if sums is not None:
+        _fused_backward(L, common, mask_arg, d_dep, d_head, d_value, sums)
     else:
         _launch(
             "bwd_dq", L, L.rows_grid("BM"), *common, d_head,
@@ -203,11 +204,19 @@ def masked_block_attn_triton_bwd(
     return d_dep, d_head.to(dep.dtype), d_value, d_head.sum(dim=(0, 1)).to(dep.dtype)
 
 
-def _fused_backward(L, common, mask_arg, d_dep, d_head, d_value):
-    """bwd_fused_kernel (d_head, and per query tile the parts of d_dep and d_value), then
-    bwd_dkv_sums_kernel (adds the parts in tile order)."""
-    U = L.block_tiles()
-    sums = torch.empty((2, U, L.B, L.n, L.d), dtype=torch.float32, device=d_head.device)
+def _fused_scratch(L, device):
+    """The fused backward's [2, U, B, n, d] float32 sums (up to 16 floats an element), or None
+    where they do not fit in memory: the split backward, which needs none, runs instead."""
+    try:
+        return torch.empty((2, L.block_tiles(), L.B, L.n, L.d), dtype=torch.float32, device=device)
+    except torch.OutOfMemoryError:
+        return None
+
+
+def _fused_backward(L, common, mask_arg, d_dep, d_head, d_value, sums):
+    """bwd_fused_kernel (d_head, and per query tile the parts of d_dep and d_value, into sums),
+    then bwd_dkv_sums_kernel (adds the parts in tile order)."""
+    U = sums.shape[1]
     _launch(
         "bwd_fused", L, L.block_rows_grid(U), *common, d_head, sums,
         L.B, L.n, L.d, L.r, L.nblk, U, *L.buckets, L.inv_c, L.c_log2e, **L.flags,

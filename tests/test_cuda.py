@@ -265,6 +265,35 @@ def test_tiled_backwards_are_deterministic(monkeypatch, n, backward):
             assert torch.equal(a, b)
 
 
+def test_fused_backward_falls_back_to_split_where_its_scratch_does_not_fit(monkeypatch):
+    # One block of 512 keys is 8 spans: the fused backward's scratch is 24 floats an element,
+    # 192 MiB here. With 96 MiB of room left the split backward (about 40 MiB) must run instead
+    # and give its gradients bit for bit; without the limit the fused one runs, whose float32
+    # gradients round differently.
+    B, n, d = 8, 512, 512
+    gen = generator_for("fused-fallback")
+    inputs, mask, grad_out = make_case(B, n, d, gen, True, "right_pad")
+    xs = [t.to(DEV, torch.float32) for t in inputs]
+    m, g = mask.to(DEV), grad_out.to(DEV, torch.float32)
+    args = (g, *xs, m, *torch.ops.blosa.masked_block_attn_fwd(*xs, m, 0, "forward", 5.0), 0, "forward", 5.0)
+    monkeypatch.setenv("BLOSA_CUDA_BACKWARD", "split")
+    split = torch.ops.blosa.masked_block_attn_bwd(*args)
+    monkeypatch.delenv("BLOSA_CUDA_BACKWARD")  # the default: fused
+    fused = torch.ops.blosa.masked_block_attn_bwd(*args)
+    assert not all(torch.equal(a, b) for a, b in zip(fused, split)), "the fused backward did not run"
+    del fused
+    torch.cuda.synchronize()
+    torch.cuda.empty_cache()
+    total = torch.cuda.get_device_properties(DEV).total_memory
+    torch.cuda.set_per_process_memory_fraction((torch.cuda.memory_reserved() + 96 * 2**20) / total)
+    try:
+        limited = torch.ops.blosa.masked_block_attn_bwd(*args)
+    finally:
+        torch.cuda.set_per_process_memory_fraction(1.0)
+    for a, b in zip(limited, split):
+        assert torch.equal(a, b)
+
+
 @pytest.mark.parametrize("variable, value, message", [
     ("BLOSA_CUDA_TILE", "5", "BLOSA_CUDA_TILE must be 4 or 8, got '5'"),
     ("BLOSA_CUDA_TILE", "16", "BLOSA_CUDA_TILE must be 4 or 8, got '16'"),

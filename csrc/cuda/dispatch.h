@@ -32,7 +32,8 @@ struct KernelOptions {
   // shared memory is sized for float sums). It computes each pair's tanh and exp once instead
   // of twice, for a scratch of 3 · spans · B · n · d floats (at most 24 · B · n · d). On an
   // H200 at B=64, n=384, d=300, one block: forward+backward 1.35-1.52x faster, peak memory
-  // +703 MiB instead of +197 MiB (float32; bench/RESULTS.md, 2026-11-27).
+  // +703 MiB instead of +197 MiB (float32; bench/RESULTS.md, 2026-11-27). A call whose scratch
+  // does not fit in memory takes the split backward (run_backward).
   bool fused_backward = true;
   // Forward of the tiled blocks with the keys staged through shared memory by the whole
   // thread block (staged_forward.cuh) rather than loaded by each warp: 1.23-1.28x faster on an
@@ -386,11 +387,17 @@ void run_backward(const at::Tensor& grad_out, const at::Tensor& dep, const at::T
         block_sums ? at::empty({a.B * a.nblocks, a.d}, dep.options().dtype(lse_dtype(dep.scalar_type())))
                    : at::Tensor();
     a.d_bias_part = block_sums ? d_bias_part.data_ptr<A>() : nullptr;
-    // The fused backward's per-span sums, when a block has several spans.
-    const int64_t spans = fused_spans(a, opt);
-    const at::Tensor head_sums =
-        spans > 1 ? at::empty({spans * 3 * dep.numel()}, dep.options().dtype(at::kFloat))
-                  : at::Tensor();
+    // The fused backward's per-span sums, when a block has several spans: up to 24 floats an
+    // element. Where they do not fit in memory, the split backward runs, which needs none.
+    int64_t spans = fused_spans(a, opt);
+    at::Tensor head_sums;
+    if (spans > 1) {
+      try {
+        head_sums = at::empty({spans * 3 * dep.numel()}, dep.options().dtype(at::kFloat));
+      } catch (const c10::OutOfMemoryError&) {
+        spans = 0;
+      }
+    }
     dispatch_backward(a, scale, opt, spans, spans > 1 ? head_sums.data_ptr<A>() : nullptr,
                       launch);
     if (block_sums) {
