@@ -2,13 +2,15 @@
 
     python bench/bias_reduce.py
 
-z = dep_i + head_j + bias, so d_bias = d_head summed over batch and queries: csrc/autograd.cpp
-runs `d_head.sum((0, 1))` after the backward kernels. At r = 8 (B=64, n=384, d=300) that
-reduction took 0.053 ms of the 0.229 ms of forward+backward kernel time on an H200
-(bench/RESULTS.md): 29.5 MB in, 300 sums out. This compares it with summing groups of G rows
-first (many outputs, so many thread blocks) and then the groups, on the benchmark's shapes,
-and checks that each form agrees with the one-pass sum and is bitwise repeatable. Prints a
-markdown table; bench/gpu_check.sh appends it to sfu.md.
+z = dep_i + head_j + bias, so d_bias = d_head summed over batch and queries. Blocks longer than
+8 sum d_head itself after the backward kernels (`d_head.sum((0, 1))`, csrc/cuda/dispatch.h
+run_backward); blocks of at most 8 sum the kernel's per-block float32 sums, [B · n/8, d]
+(`d_bias_part.sum(0)`): at r = 8 (B=64, n=384, d=300) that took 0.011 ms of the 0.085 ms of
+bfloat16 forward+backward kernel time on an H200 (2026-11-27, bench/RESULTS.md), 3.7 MB in,
+300 sums out. This compares each with summing groups of G rows first (many outputs, so many
+thread blocks) and then the groups, on the benchmark's shapes (the per-block sums as B = 1,
+n = 3072), and checks that each form agrees with the one-pass sum and is bitwise repeatable.
+Prints a markdown table; bench/gpu_check.sh appends it to sfu.md.
 """
 from __future__ import annotations
 
@@ -21,7 +23,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from cuda_timing import time_ms  # noqa: E402
 
-SHAPES = ((64, 384, 300), (8, 8192, 300))  # the r = 8 / one-block and the DiSA benchmarks
+# d_head of the r = 8 / one-block and of the DiSA benchmarks; r = 8's per-block sums.
+SHAPES = ((64, 384, 300), (8, 8192, 300), (1, 64 * 384 // 8, 300))
 GROUPS = (32, 128, 512)
 
 
