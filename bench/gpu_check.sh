@@ -71,7 +71,7 @@ step "GPU tests (CUDA and Triton side by side)"
 # The two suites run at once, each in its own process on the GPU: together they take about the
 # longer one's time (much of it compiling: Inductor for the torch.compile tests, triton for its
 # kernels, on 16 cores), where one after the other cut the Triton suite short (186 tests took
-# 116 s on 2026-11-26, and there are 311 now). No test times anything, and the memory tests
+# 116 s on 2026-11-26). No test times anything, and the memory tests
 # read their own process's allocator. Without test_triton_compiles.py: it compiles every kernel
 # for sm_90 without running it, for CI's machines without a GPU (about 40 s); here the other
 # tests compile and run them all. Without test_triton_settings.py either: it checks settings in
