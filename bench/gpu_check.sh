@@ -63,7 +63,7 @@ echo "built in $((SECONDS - start)) s"
 
 step "kernel rates"
 timed rates ${RATES_TIMEOUT:-170} $PY bench/gpu_rates.py --out "$LOG/rates.json" \
-  --cuda-variants stream,split,stream+split,tile4,vec2,persistent,persistent+vec2 \
+  --cuda-variants general,stream,split,stream+split,tile4,vec2,persistent,persistent+vec2 \
   --triton-variants split,fast32 > "$LOG/rates.md" 2>&1
 rates_status=$?
 
@@ -94,7 +94,7 @@ echo "-- Triton tests"
 tail -25 "$LOG/tests_triton.log"
 
 # Which unit holds each CUDA kernel back: Nsight Compute's summary sections (the r = 8 training
-# kernels one-shot and persistent, the one-block kernels, the one-block forward with padding,
+# kernels dense and general, the one-block kernels, the one-block forward with padding,
 # the fused backward, the staged forward), where ncu can read the counters (not on every
 # machine; a failure here does not fail the check).
 NCU=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | tail -1)

@@ -81,24 +81,57 @@ def kernel_times(fn, reps: int = 5) -> dict[str, float]:
     return times
 
 
-def host_profile(fn, calls: int = 50, top: int = 12) -> str:
+@contextlib.contextmanager
+def wall_time_of(owner, name: str, totals: list):
+    """While active, every call of owner.name adds its wall time (s) to totals[0] and 1 to
+    totals[1]."""
+    original = getattr(owner, name)
+
+    def timed(*args, **kwargs):
+        start = time.perf_counter()
+        try:
+            return original(*args, **kwargs)
+        finally:
+            totals[0] += time.perf_counter() - start
+            totals[1] += 1
+
+    setattr(owner, name, timed)
+    try:
+        yield
+    finally:
+        setattr(owner, name, original)
+
+
+def host_profile(fn, calls: int = 50, top: int = 12, timed=None) -> str:
     """Host time of fn per call (no synchronization: what the CPU spends launching) and the
     functions taking it from cProfile over `calls` calls: the `top` by cumulative time, then by
-    their own time (on the H200 on 2026-11-27 the cumulative list alone left 1 ms of Triton's
-    1.5 ms a call inside torch.library's backend_impl, unexplained)."""
+    their own time. timed: (owner, attribute name) of a function whose share of that time is
+    measured apart, with a plain clock. (On the H200 on 2026-11-27 cProfile put 1 ms of Triton's
+    1.5 ms a call in the own time of torch.library's backend_impl, about the cumulative time of
+    the backend_fn that runs inside it: its accounting under torch.library does not add up, so
+    the Triton launches, `blosa_kernels.op._launch`, are timed directly.)"""
     torch.cuda.synchronize()
     start = time.perf_counter()
     for _ in range(calls):
         fn()
     host_us = (time.perf_counter() - start) / calls * 1e6
     torch.cuda.synchronize()
+    share = ""
+    if timed is not None:
+        totals = [0.0, 0]
+        with wall_time_of(*timed, totals):
+            for _ in range(calls):
+                fn()
+        torch.cuda.synchronize()
+        share = (f"; {timed[1]}: {totals[0] / calls * 1e6:.0f} us per call "
+                 f"({totals[1] / calls:g} calls of it per call)")
     profiler = cProfile.Profile()
     profiler.enable()
     for _ in range(calls):
         fn()
     profiler.disable()
     torch.cuda.synchronize()
-    parts = [f"host {host_us:.0f} us per call; cProfile, {calls} calls"]
+    parts = [f"host {host_us:.0f} us per call{share}; cProfile, {calls} calls"]
     for order in ("cumulative", "tottime"):
         text = io.StringIO()
         pstats.Stats(profiler, stream=text).sort_stats(order).print_stats(top)
@@ -151,20 +184,26 @@ def measure(backend, dtype, B, n, d, block_len, mode, profile_host=False):
         print(f"  (no kernel times: {type(e).__name__}: {e})")
         kernels = {}
     if profile_host:
-        print(f"  {backend} {dtype} r={block_len} {mode}: {host_profile(fn)}")
+        timed = None
+        if backend == "triton":
+            import blosa_kernels.op
+
+            timed = (blosa_kernels.op, "_launch")
+        print(f"  {backend} {dtype} r={block_len} {mode}: {host_profile(fn, timed=timed)}")
     return ms, peak, kernels
 
 
 # Read by the CUDA launcher at every call (csrc/cuda/masked_block_attn_cuda.cu).
 TUNING_VARIABLES = ("BLOSA_CUDA_TILE", "BLOSA_CUDA_BACKWARD", "BLOSA_CUDA_FORWARD",
-                    "BLOSA_CUDA_SMALL_VEC", "BLOSA_CUDA_SMALL_PERSISTENT")
+                    "BLOSA_CUDA_SMALL_VEC", "BLOSA_CUDA_SMALL_PERSISTENT",
+                    "BLOSA_CUDA_SMALL_DENSE")
 
 
 def variant_env(variant: str) -> dict[str, str]:
     """Environment of a CUDA kernel variant: "+"-joined parts, "tileN" (BLOSA_CUDA_TILE=N),
     "split" / "fused" (BLOSA_CUDA_BACKWARD), "stream" / "staged" (BLOSA_CUDA_FORWARD), "vecN"
-    (BLOSA_CUDA_SMALL_VEC=N) and "persistent" (BLOSA_CUDA_SMALL_PERSISTENT=1), e.g.
-    "stream+split"."""
+    (BLOSA_CUDA_SMALL_VEC=N), "persistent" (BLOSA_CUDA_SMALL_PERSISTENT=1) and "general"
+    (BLOSA_CUDA_SMALL_DENSE=0: no dense small-block kernels), e.g. "stream+split"."""
     env = {}
     for part in variant.split("+"):
         if part.startswith("tile") and part[4:].isdigit():
@@ -177,16 +216,19 @@ def variant_env(variant: str) -> dict[str, str]:
             env["BLOSA_CUDA_SMALL_VEC"] = part[3:]
         elif part == "persistent":
             env["BLOSA_CUDA_SMALL_PERSISTENT"] = "1"
+        elif part == "general":
+            env["BLOSA_CUDA_SMALL_DENSE"] = "0"
         else:
             raise ValueError(f"unknown CUDA variant part {part!r} in {variant!r} "
-                             "(tileN, split, fused, stream, staged, vecN, persistent)")
+                             "(tileN, split, fused, stream, staged, vecN, persistent, general)")
     return env
 
 
 def variant_config(variant: str):
-    """The config a CUDA variant changes the kernels of: r = 8 for "vecN" and "persistent" (the
-    small-block kernels), else one block (the tiled kernels)."""
-    small = any(part.startswith("vec") or part == "persistent" for part in variant.split("+"))
+    """The config a CUDA variant changes the kernels of: r = 8 for "vecN", "persistent" and
+    "general" (the small-block kernels), else one block (the tiled kernels)."""
+    small = any(part.startswith("vec") or part in ("persistent", "general")
+                for part in variant.split("+"))
     return next(c for c in CONFIGS if c[0] == ("r=8" if small else "one block"))
 
 
@@ -214,7 +256,8 @@ def triton_variant_settings(variant: str) -> dict:
 def jobs(backends, cuda_variants, triton_variants=()):
     """(label, backend, variant settings, dtype name, config, mode) of every measurement: each
     backend on every config; after a backend's own, each of its kernel variants in every dtype
-    on the config whose kernels it changes (one block, or r = 8 for "vecN" and "persistent";
+    on the config whose kernels it changes (one block, or r = 8 for "vecN", "persistent" and
+    "general";
     forward and forward+backward), the CUDA ones before any Triton job so that a slow first
     Triton compile cannot crowd them out. Settings: environment variables (CUDA) or blosa_kernels.configs
     attributes."""

@@ -5,7 +5,8 @@
 
 B=64, n=384, d=300, direction "forward". Blocks of 8, bfloat16, as a training step runs them
 (the forward saves no lse, the backward recomputes it): forward_small and
-backward_small_recompute, then both again persistent (BLOSA_CUDA_SMALL_PERSISTENT=1). One
+backward_small_recompute, dense (no mask, whole blocks: the default here), then both again
+general (BLOSA_CUDA_SMALL_DENSE=0), to compare. One
 block, float32: forward_tiled, backward_query_tiled, backward_key_tiled; forward_tiled again
 with a padding mask (the last quarter of every sequence), whose mask bytes the key loop reads;
 the fused backward (backward_fused_tiled, head_grad_from_sums); the staged forward
@@ -31,15 +32,15 @@ def main() -> int:
     dep, head, value, grad_out = (torch.randn(64, 384, 300, device="cuda", generator=gen) for _ in range(4))
     bias = torch.randn(300, device="cuda", generator=gen)
     fwd, bwd = torch.ops.blosa.masked_block_attn_fwd, torch.ops.blosa.masked_block_attn_bwd
-    # Launches 1-4: blocks of 8 in bfloat16, one-shot then persistent; the backward gets empty
-    # out and lse, as autograd passes them after a forward that kept none.
+    # Launches 1-4: blocks of 8 in bfloat16, dense then general; the backward gets empty out
+    # and lse, as autograd passes them after a forward that kept none.
     small = [t.bfloat16() for t in (dep, head, value, bias, grad_out)]
     settings = (8, "forward", 5.0)
-    for persistent in ("0", "1"):
-        os.environ["BLOSA_CUDA_SMALL_PERSISTENT"] = persistent
+    for dense in ("1", "0"):
+        os.environ["BLOSA_CUDA_SMALL_DENSE"] = dense
         out, lse = fwd(*small[:4], None, *settings, compute_lse=False)
         bwd(small[4], *small[:4], None, out.new_empty(0), lse, *settings)
-    os.environ.pop("BLOSA_CUDA_SMALL_PERSISTENT")
+    os.environ.pop("BLOSA_CUDA_SMALL_DENSE")
     # Launches 5-7: one block in float32, the streaming forward and the split backward.
     os.environ["BLOSA_CUDA_FORWARD"] = "stream"
     os.environ["BLOSA_CUDA_BACKWARD"] = "split"

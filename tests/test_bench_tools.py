@@ -37,19 +37,20 @@ def test_element_count_matches_the_reference(direction, n, block_len):
 
 def test_variant_sweep_runs_each_cuda_variant_on_the_config_it_changes():
     jobs = list(gpu_rates.jobs(["cuda", "triton"], ["tile4", "tile8+fused", "vec2",
-                                                     "persistent+vec2"]))
+                                                     "persistent+vec2", "general"]))
     swept = [j for j in jobs if j[2]]
     # each variant: 2 dtypes x 2 modes
     assert [j[2] for j in swept] == ([{"BLOSA_CUDA_TILE": "4"}] * 4
                                      + [{"BLOSA_CUDA_TILE": "8", "BLOSA_CUDA_BACKWARD": "fused"}] * 4
                                      + [{"BLOSA_CUDA_SMALL_VEC": "2"}] * 4
                                      + [{"BLOSA_CUDA_SMALL_PERSISTENT": "1",
-                                         "BLOSA_CUDA_SMALL_VEC": "2"}] * 4)
-    assert [j[3] for j in swept] == ["float32", "float32", "bfloat16", "bfloat16"] * 4
-    assert [j[5] for j in swept] == ["fwd", "fwd+bwd"] * 8
+                                         "BLOSA_CUDA_SMALL_VEC": "2"}] * 4
+                                     + [{"BLOSA_CUDA_SMALL_DENSE": "0"}] * 4)
+    assert [j[3] for j in swept] == ["float32", "float32", "bfloat16", "bfloat16"] * 5
+    assert [j[5] for j in swept] == ["fwd", "fwd+bwd"] * 10
     assert all(j[1] == "cuda" for j in swept)
-    # vec2 and persistent: the small kernels
-    assert [j[4][0] for j in swept] == ["one block"] * 8 + ["r=8"] * 8
+    # vec2, persistent and general: the small kernels
+    assert [j[4][0] for j in swept] == ["one block"] * 8 + ["r=8"] * 12
     assert len(jobs) == 2 * 2 * 7 + len(swept)  # every backend: 2 dtypes x 7 (config, mode)
     first_triton = next(i for i, j in enumerate(jobs) if j[1] == "triton")
     assert all(jobs.index(j) < first_triton for j in swept)  # before Triton's slow compiles
@@ -231,3 +232,28 @@ def test_host_profile_names_where_the_time_goes(monkeypatch):
     assert "slow_launch" in by_cumulative
     first_row = by_own.split("filename:lineno(function)", 1)[1].strip().splitlines()[0]
     assert "time.sleep" in first_row
+
+
+def test_host_profile_times_a_function_apart(monkeypatch):
+    # The share of a named function (the Triton launches on a GPU), by a plain clock, and the
+    # function is restored after.
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda: None)
+
+    class Launcher:
+        @staticmethod
+        def launch():
+            time.sleep(0.003)
+
+    original = Launcher.launch
+
+    def call():
+        Launcher.launch()
+        Launcher.launch()
+        time.sleep(0.001)
+
+    report = gpu_rates.host_profile(call, calls=4, timed=(Launcher, "launch"))
+    share = report.split("; launch: ", 1)[1]
+    per_call_us = float(share.split(" us per call", 1)[0])
+    assert 6000 <= per_call_us < 60000  # two sleeps of 3 ms, not the 1 ms beside them
+    assert "(2 calls of it per call)" in share
+    assert Launcher.launch is original

@@ -182,6 +182,19 @@ def test_persistent_small_kernels_loop(monkeypatch, dtype, direction, vec):
     check(dtype, direction, 8, "holes", B=64, n=384, d=300, scale=5.0)
 
 
+@pytest.mark.parametrize("B, n, d", ((3, 16, 70), (64, 384, 300)))
+@pytest.mark.parametrize("direction", DIRECTIONS)
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_dense_small_kernels(monkeypatch, dtype, direction, B, n, d):
+    # No mask and whole blocks of 8 at c = 5: the dense small-block kernels (small_dense in
+    # csrc/cuda/dispatch.h; tests/test_cuda_emulated.py checks that the dispatcher takes them
+    # here), in training (forward without lse, recomputing backward); then the general ones,
+    # which BLOSA_CUDA_SMALL_DENSE=0 asks for. The second size is the benchmark's.
+    check(dtype, direction, 8, "none", B=B, n=n, d=d, scale=5.0)
+    monkeypatch.setenv("BLOSA_CUDA_SMALL_DENSE", "0")
+    check(dtype, direction, 8, "none", B=B, n=n, d=d, scale=5.0)
+
+
 def test_two_features_per_thread_falls_back_on_misaligned_rows(monkeypatch):
     # A contiguous view one element into its storage: rows no longer start on a two-element
     # boundary, so the kernels must take one feature per thread (a misaligned vector load
@@ -294,6 +307,7 @@ def test_fused_backward_falls_back_to_split_where_its_scratch_does_not_fit(monke
     ("BLOSA_CUDA_SMALL_VEC", "4", "BLOSA_CUDA_SMALL_VEC must be 1 or 2, got '4'"),
     ("BLOSA_CUDA_SMALL_PERSISTENT", "yes",
      "BLOSA_CUDA_SMALL_PERSISTENT must be 0 or 1, got 'yes'"),
+    ("BLOSA_CUDA_SMALL_DENSE", "on", "BLOSA_CUDA_SMALL_DENSE must be 0 or 1, got 'on'"),
 ])
 def test_bad_tuning_switch_is_named(monkeypatch, variable, value, message):
     monkeypatch.setenv(variable, value)

@@ -21,8 +21,9 @@ from blosa import masked_block_attn_ref
 
 HERE = Path(__file__).resolve().parent / "cuda_emulation"
 # (n, block_len): register-resident blocks (r <= 8) and tiled ones; 5 and 20 leave a short last
-# block, 13 a partial last tile for every tile size, 0 is one block.
-SMALL_SHAPES = ((11, 1), (11, 3), (11, 5), (45, 8))
+# block, 13 a partial last tile for every tile size, 0 is one block. (16, 8) has only whole
+# blocks of 8: without a mask, the dense small-block kernels (small_dense in dispatch.h).
+SMALL_SHAPES = ((11, 1), (11, 3), (11, 5), (45, 8), (16, 8))
 TILED_SHAPES = ((11, 11), (11, 16), (37, 13), (45, 20), (45, 0))
 TILES = (4, 8)
 # Error allowed relative to max(1, max |reference|): the emulation computes in float (double for
@@ -66,17 +67,19 @@ def reference(inputs, mask, grad_out, settings, dtype=torch.float64):
 
 
 def run_emulated(ops, inputs, mask, grad_out, dtype, settings, tile, fused=False, staged=False,
-                 recompute=False, small_vec=1, persistent=0):
+                 recompute=False, small_vec=1, persistent=0, small_dense=True):
     """out, d_dep, d_head, d_value, d_bias ([0] without a bias) of the emulated kernels on
     inputs cast to dtype. recompute:
     the forward saves no lse, and the backward gets empty out and lse (it recomputes them).
     small_vec: features per thread of the small-block kernels that allow it. persistent: thread
-    blocks of the persistent small-block kernels (0: the one-shot ones)."""
+    blocks of the persistent small-block kernels (0: the one-shot ones). small_dense: whether
+    calls that allow them take the dense small-block kernels."""
     xs = [None if t is None else t.to(dtype) for t in inputs]
-    out, lse = ops.fwd(*xs, mask, *settings, tile, staged, not recompute, small_vec, persistent)
+    out, lse = ops.fwd(*xs, mask, *settings, tile, staged, not recompute, small_vec, persistent,
+                       small_dense)
     saved_out = out.new_empty(0) if recompute else out
     grads = ops.bwd(grad_out.to(dtype), *xs, mask, saved_out, lse, *settings, tile, fused,
-                    small_vec, persistent)
+                    small_vec, persistent, small_dense)
     return [out, *grads], lse
 
 
@@ -257,13 +260,53 @@ def test_persistent_small_kernels_where_they_apply(emulated):
     assert launches(torch.float64, 5.0, True) == 0
 
 
+@pytest.mark.parametrize("dtype", (torch.float64, torch.float32, torch.bfloat16, torch.float16),
+                         ids=str)
+@pytest.mark.parametrize("n, block_len", ((16, 8), (8, 0), (24, 8)))
+@pytest.mark.parametrize("direction", DIRECTIONS)
+def test_dense_small_kernels_match_reference(emulated, direction, n, block_len, dtype):
+    # No mask and whole blocks of 8 (one block of 8 at n = 8), in training (no lse saved), at a
+    # constant-pivot scale: the dense forward and recomputing backward.
+    check(emulated, dtype, direction, n, block_len, "none", 8, scale=5.0, recompute=True)
+
+
+def test_dense_small_kernels_where_they_apply(emulated):
+    # The tests above run the dense small-block kernels where the dispatcher takes them (the
+    # shape (16, 8) without a mask): no mask, whole blocks of 8, the constant pivot, one feature
+    # a thread, one-shot, and for the forward no lse to write.
+    gen = generator_for("dense-dispatch")
+
+    def launches(n=16, block_len=8, mask_kind="none", dtype=torch.float32, scale=5.0,
+                 recompute=True, **options):
+        inputs, mask, grad_out = make_case(2, n, 6, gen, True, mask_kind)
+        before = emulated.dense_launch_count()
+        run_emulated(emulated, inputs, mask, grad_out, dtype, (block_len, "forward", scale), 8,
+                     recompute=recompute, **options)
+        return emulated.dense_launch_count() - before
+
+    assert launches() == 2  # the forward and the recomputing backward
+    assert launches(dtype=torch.bfloat16) == 2 and launches(dtype=torch.float64) == 2
+    assert launches(n=8, block_len=0) == 2  # one block of 8 is a whole block too
+    assert launches(recompute=False) == 0  # a forward that writes lse; backward from it
+    assert launches(mask_kind="right_pad") == 0
+    assert launches(n=13) == 0 and launches(block_len=4) == 0  # a short block; blocks of 4
+    assert launches(scale=100.0) == 0  # running-max pivot
+    assert launches(small_vec=2) == 0 and launches(persistent=1) == 0
+    assert launches(small_dense=False) == 0
+
+
 @pytest.mark.parametrize("variant", [dict(small_vec=2), dict(persistent=1),
-                                     dict(small_vec=2, persistent=1)], ids=str)
+                                     dict(small_vec=2, persistent=1), dict(small_dense=False)],
+                         ids=str)
 def test_small_kernel_variants_give_the_same_bits(emulated, variant):
     # Two features a thread, or a persistent grid: each feature's arithmetic is the same, in the
-    # same order, whichever thread does it: bitwise equal to the default kernels.
+    # same order, whichever thread does it: bitwise equal to the default kernels. The dense
+    # kernels (the default here: no mask, whole blocks of 8) against the general ones: they
+    # leave out only tests whose outcome they know.
     gen = generator_for("small-variants", *variant.items())
-    inputs, mask, grad_out = make_case(3, 21, 40, gen, True, "holes")
+    dense = variant.get("small_dense") is False
+    inputs, mask, grad_out = make_case(3, 24 if dense else 21, 40, gen, True,
+                                       "none" if dense else "holes")
     for direction in DIRECTIONS:
         settings = (8, direction, 5.0)
         default, _ = run_emulated(emulated, inputs, mask, grad_out, torch.bfloat16, settings, 8,

@@ -9,8 +9,10 @@ hides behind math. The compiler is free to undo that, and did in four ways (benc
 float32/float16/bfloat16 tiled kernel the build has, and the loop of every persistent
 small-block kernel (for_small_blocks), which loads the next block before computing this one.
 It also checks that the small kernels meant to keep the scale c·log2 e in a register
-(SmallScale) do not reload it from the kernel parameters before every pair, and that the
-one-shot small kernels of direction "backward" issue their loads as early as "forward"'s do.
+(SmallScale) do not reload it from the kernel parameters before every pair, that the
+one-shot small kernels of direction "backward" issue their loads as early as "forward"'s do,
+and that the dense small-block kernels (no mask, whole blocks) are shorter than the general
+ones and need no more registers, which is what they are for.
 Skipped, with the reason, where the build has no CUDA kernels (a CPU-only install); CI builds
 them.
 """
@@ -51,11 +53,16 @@ ONE_SHOT = ("forward_small", "backward_small_recompute", "backward_small")
 
 
 @pytest.fixture(scope="module")
-def kernels():
+def dumped():
+    """(SASS, `cuobjdump -res-usage` output) of the build's kernels this file checks."""
     so = sass_loads.built_extension()
     assert so, "no built extension under python/blosa"
-    sass, _ = sass_loads.dump(so, "(" + "|".join(KERNELS + PERSISTENT + ONE_SHOT) + ")I")
-    return sass_loads.parse_functions(sass)
+    return sass_loads.dump(so, "(" + "|".join(KERNELS + PERSISTENT + ONE_SHOT) + ")I")
+
+
+@pytest.fixture(scope="module")
+def kernels(dumped):
+    return sass_loads.parse_functions(dumped[0])
 
 
 def loop_loads(functions):
@@ -101,10 +108,11 @@ def test_persistent_loops_load_the_next_block_ahead(kernels, kernel, dtype):
 
 
 # The kernels whose pairs read the scale c·log2 e from a register (SmallScale in
-# csrc/cuda/attn_kernels.cuh): <T, float, direction, fixed pivot, V, persistent>, at two
-# features a thread, and the recomputing backward when persistent.
-HELD_SCALE = {"forward_small": r"Lb[01]ELi2ELb[01]E",
-              "backward_small_recompute": r"Lb[01]ELi2ELb[01]E|Lb1ELi1ELb1E"}
+# csrc/cuda/attn_kernels.cuh): <T, float, direction, fixed pivot, V, persistent, dense>, at two
+# features a thread, the recomputing backward when persistent, and the dense kernels (with no
+# branch between their pairs, the compiler keeps the one load of it).
+HELD_SCALE = {"forward_small": r"Lb[01]ELi2ELb[01]E|Lb1ELi1ELb0ELb1E",
+              "backward_small_recompute": r"Lb[01]ELi2ELb[01]E|Lb1ELi1ELb1E|Lb1ELi1ELb0ELb1E"}
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -114,7 +122,7 @@ def test_small_kernels_hold_the_scale_in_a_register(kernels, kernel, dtype):
     # The scale's address: what the one-shot kernel at one feature a thread (given p.a)
     # reloads most, before nearly every pair.
     plain = [code for name, code in kernels.items()
-             if re.search(prefix.replace(r"E\dE", "E0E") + "Lb1ELi1ELb0E", name)]
+             if re.search(prefix.replace(r"E\dE", "E0E") + "Lb1ELi1ELb0ELb0E", name)]
     assert len(plain) == 1, f"no one-shot {kernel} at V = 1 ({dtype}) in the build"
     counts = sass_loads.constant_reloads(plain[0])
     scale = max(counts, key=counts.get)
@@ -138,7 +146,7 @@ def test_backward_direction_loads_as_early_as_forward(kernels, kernel, dtype):
     # recomputing backward ("forward" 0); small_query (csrc/cuda/attn_kernels.cuh) takes them
     # last first there, which mirrors "forward". One feature a thread, fixed pivot.
     def early(direction):
-        suffix = "EEEv" if kernel == "backward_small" else "ELb1ELi1ELb0E"
+        suffix = "EEEv" if kernel == "backward_small" else "ELb1ELi1ELb0ELb0E"
         mangled = re.compile(rf"^_ZN5blosa4cuda\d+{kernel}I{DTYPES[dtype]}fLNS_9DirectionE"
                              rf"{direction}{suffix}")
         (code,) = [code for name, code in kernels.items() if mangled.search(name)]
@@ -148,3 +156,25 @@ def test_backward_direction_loads_as_early_as_forward(kernels, kernel, dtype):
     assert backward <= forward + 2, (
         f"{kernel} ({dtype}): {backward} loads read before the last load in direction "
         f"'backward', {forward} in 'forward' (python bench/sass_loads.py --whole --kernels {kernel})")
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("kernel", ("forward_small", "backward_small_recompute"))
+def test_dense_kernels_are_shorter_and_no_larger(kernels, dumped, kernel, dtype):
+    # The dense small-block kernels (small_dense in csrc/cuda/dispatch.h) know that a block has
+    # 8 tokens and no padding, so the compiler drops the tests of both; they exist only for
+    # that. On the 2026-11-27 build: 22-33% fewer instructions, 8-21 registers fewer.
+    registers = sass_loads.registers(dumped[1])
+    for direction in range(4):
+        def variant(dense):
+            mangled = re.compile(rf"^_ZN5blosa4cuda\d+{kernel}I{DTYPES[dtype]}fLNS_9DirectionE"
+                                 rf"{direction}ELb1ELi1ELb0ELb{int(dense)}E")
+            (name,) = [name for name in kernels if mangled.search(name)]
+            return name, len(kernels[name]), registers[name]
+
+        (general, general_size, general_regs), (dense, dense_size, dense_regs) = (
+            variant(False), variant(True))
+        assert dense_size <= 0.85 * general_size, (
+            f"{dense}: {dense_size} instructions, the general kernel {general_size}")
+        assert dense_regs <= general_regs, (
+            f"{dense}: {dense_regs} registers, the general kernel {general_regs}")

@@ -307,8 +307,9 @@ struct SmallIndex {
   int len;              // tokens in this block (the last one may be shorter)
 };
 
-// The work of thread index gid: false past the last (batch, block, features).
-template <int V = 1, typename T, typename A>
+// The work of thread index gid: false past the last (batch, block, features). kDense: every
+// block has kSmallMax tokens (small_dense in dispatch.h), so s.len is that constant.
+template <int V = 1, bool kDense = false, typename T, typename A>
 __device__ __forceinline__ bool small_index_at(const Args<T, A>& p, int64_t gid, SmallIndex& s) {
   const int64_t groups = p.d / V;  // d % V == 0 (dispatch.h)
   if (gid >= p.B * p.nblocks * groups) return false;
@@ -327,8 +328,8 @@ __device__ __forceinline__ bool small_index_at(const Args<T, A>& p, int64_t gid,
     b = s.bb / p.nblocks;
     block = s.bb - b * p.nblocks;
   }
-  const int64_t start = block * p.r;
-  s.len = static_cast<int>(min(p.r, p.n - start));
+  const int64_t start = block * (kDense ? kSmallMax : p.r);
+  s.len = kDense ? kSmallMax : static_cast<int>(min(p.r, p.n - start));
   s.row0 = b * p.n + start;
   s.at = s.row0 * p.d + s.k;
   return true;
@@ -437,8 +438,9 @@ struct SmallLoads {
 
 // Loads the rows of the thread's block of the kN tensors `from` into l.rows[t], their mask
 // bytes and the bias. Every load is issued first (and pinned there), so all are in flight
-// together; a row past a short last block repeats its last row (small_row).
-template <int V, int kN, typename T, typename A>
+// together; a row past a short last block repeats its last row (small_row). kDense: no mask
+// (every mask byte the constant 1).
+template <int V, bool kDense, int kN, typename T, typename A>
 __device__ __forceinline__ void load_small_block(const Args<T, A>& p, const SmallIndex& s,
                                                  const T* const (&from)[kN],
                                                  SmallLoads<T, V, kN>& l) {
@@ -447,8 +449,9 @@ __device__ __forceinline__ void load_small_block(const Args<T, A>& p, const Smal
   const T* first[kN];
 #pragma unroll
   for (int t = 0; t < kN; ++t) first[t] = first_row(from[t], s.at);
+  const bool masked = !kDense && p.mask != nullptr;
   const auto* mask =
-      p.mask ? first_row(reinterpret_cast<const unsigned char*>(p.mask), s.row0) : nullptr;
+      masked ? first_row(reinterpret_cast<const unsigned char*>(p.mask), s.row0) : nullptr;
 #pragma unroll
   for (int i = 0; i < kSmallMax; ++i) {
     const int row = small_row(s, i);
@@ -457,8 +460,12 @@ __device__ __forceinline__ void load_small_block(const Args<T, A>& p, const Smal
       l.rows[t][i] = load_pack<V>(first[t], small_offset(p, row));
       pin(l.rows[t][i]);
     }
-    l.mask[i] = p.mask == nullptr ? 1 : load_input(mask + row);  // mask_byte
-    pin(l.mask[i]);
+    if (masked) {
+      l.mask[i] = load_input(mask + row);  // mask_byte
+      pin(l.mask[i]);
+    } else {
+      l.mask[i] = 1;  // unpinned: a constant the compiler folds into every test of it
+    }
   }
   // Without a bias l.bias is left unset (small_bias reads it only with one): a select of 0 here
   // read the loaded register, so the thread waited for the load right after issuing it
@@ -508,21 +515,23 @@ __device__ __forceinline__ void real_rows(const SmallIndex& s, const int (&mask)
 }
 
 // Runs body(s, loads, real) on the thread's small blocks, loads (SmallLoads) of the kN
-// tensors `from`.
+// tensors `from`. kDense (small_dense in dispatch.h: no mask, every block of kSmallMax
+// tokens): s.len and every mask byte are constants, so the compiler drops the tests of both
+// (the short-block clamps, the per-row `j < s.len` and `real` branches, the mask loads).
 // One-shot (kPersistent false): the block of the thread's index, loaded, then computed, as a
 // grid of one thread per block. Persistent: a grid of only as many threads as the GPU holds at
 // once (the launcher caps it, Geometry::persistent), each taking blocks gid, gid + threads, ...
 // and issuing the next block's loads before computing this one, so that its loads are in
 // flight while it computes. The one-shot kernels load, compute and exit, and at r = 8 ran at
 // 23-41% of an H200's bandwidth with most stalls on global loads (bench/RESULTS.md).
-template <int V, bool kPersistent, int kN, typename T, typename A, typename Body>
+template <int V, bool kPersistent, bool kDense, int kN, typename T, typename A, typename Body>
 __device__ __forceinline__ void for_small_blocks(const Args<T, A>& p, const T* const (&from)[kN],
                                                  Body&& body) {
   int64_t gid = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   SmallIndex s;
-  if (!small_index_at<V>(p, gid, s)) return;
+  if (!small_index_at<V, kDense>(p, gid, s)) return;
   SmallLoads<T, V, kN> next;
-  load_small_block<V>(p, s, from, next);
+  load_small_block<V, kDense>(p, s, from, next);
   if constexpr (!kPersistent) {
     bool real[kSmallMax];
     real_rows(s, next.mask, real);
@@ -535,8 +544,8 @@ __device__ __forceinline__ void for_small_blocks(const Args<T, A>& p, const T* c
       const SmallIndex cur = s;
       const SmallLoads<T, V, kN> loaded = next;
       gid += stride;
-      const bool more = small_index_at<V>(p, gid, s);
-      if (more) load_small_block<V>(p, s, from, next);
+      const bool more = small_index_at<V, kDense>(p, gid, s);
+      if (more) load_small_block<V, kDense>(p, s, from, next);
       bool real[kSmallMax];
       real_rows(cur, loaded.mask, real);
       body(cur, loaded, real);
@@ -566,16 +575,16 @@ struct SmallScale {
   }
 };
 
-// forward_small's work on one block: out (and lse, when wanted) of its rows, from the rows of
-// dep, value and head.
-template <typename T, typename A, Direction D, bool kFixed, int V>
+// forward_small's work on one block: out (and lse, when wanted; never under kDense) of its
+// rows, from the rows of dep, value and head.
+template <typename T, typename A, Direction D, bool kFixed, int V, bool kDense>
 __device__ __forceinline__ void forward_small_block(const Args<T, A>& p, const SmallIndex& s,
                                                     const SmallLoads<T, V, 3>& in,
                                                     const bool (&real)[kSmallMax]) {
   Pack<T, V> out[kSmallMax];
   const SmallScale<V == 2, T, A> scale(p, s);
   T* const out_first = first_row(p.out, s.at);
-  A* const lse_first = p.lse ? first_row(p.lse, s.at) : nullptr;
+  A* const lse_first = !kDense && p.lse ? first_row(p.lse, s.at) : nullptr;
 #pragma unroll
   for (int f = 0; f < V; ++f) {  // each feature's softmaxes in turn
     A xk[kSmallMax], xq[kSmallMax], v[kSmallMax];
@@ -613,13 +622,16 @@ template <Direction D, int V, bool kPersistent>
 constexpr int kForwardSmallBlocksPerSM =
     kPersistent && V == 1 && (D == Direction::kForward || D == Direction::kBackward) ? 3 : 0;
 
-template <typename T, typename A, Direction D, bool kFixed, int V, bool kPersistent>
+// kDense: the call has no mask, every block kSmallMax tokens, and wants no lse (small_dense
+// in dispatch.h).
+template <typename T, typename A, Direction D, bool kFixed, int V, bool kPersistent,
+          bool kDense = false>
 __global__ void __launch_bounds__(kSmallThreads, (kForwardSmallBlocksPerSM<D, V, kPersistent>))
     forward_small(const Args<T, A> p) {
-  for_small_blocks<V, kPersistent>(
+  for_small_blocks<V, kPersistent, kDense>(
       p, {p.dep, p.value, p.head},
       [&](const SmallIndex& s, const SmallLoads<T, V, 3>& in, const bool(&real)[kSmallMax]) {
-        forward_small_block<T, A, D, kFixed, V>(p, s, in, real);
+        forward_small_block<T, A, D, kFixed, V, kDense>(p, s, in, real);
       });
 }
 
@@ -689,7 +701,7 @@ __device__ __forceinline__ void backward_small_block(const Args<T, A>& p, const 
 
 template <typename T, typename A, Direction D>
 __global__ void __launch_bounds__(kSmallThreads) backward_small(const Args<T, A> p) {
-  for_small_blocks<1, false>(
+  for_small_blocks<1, false, false>(
       p, {p.dep, p.value, p.head, p.grad_out, p.out_in},
       [&](const SmallIndex& s, const SmallLoads<T, 1, 5>& in, const bool(&real)[kSmallMax]) {
         backward_small_block<T, A, D>(p, s, in, real);
@@ -781,9 +793,11 @@ __device__ __forceinline__ void backward_small_recompute_block(
   }
 }
 
-template <typename T, typename A, Direction D, bool kFixed, int V, bool kPersistent>
+// kDense: the call has no mask and every block kSmallMax tokens (small_dense in dispatch.h).
+template <typename T, typename A, Direction D, bool kFixed, int V, bool kPersistent,
+          bool kDense = false>
 __global__ void __launch_bounds__(kSmallThreads) backward_small_recompute(const Args<T, A> p) {
-  for_small_blocks<V, kPersistent>(
+  for_small_blocks<V, kPersistent, kDense>(
       p, {p.dep, p.value, p.head, p.grad_out},
       [&](const SmallIndex& s, const SmallLoads<T, V, 4>& in, const bool(&real)[kSmallMax]) {
         backward_small_recompute_block<T, A, D, kFixed, V, V == 2 || kPersistent>(p, s, in, real);

@@ -21,8 +21,8 @@
 namespace blosa::cuda {
 
 // How the kernels run; masked_block_attn_cuda.cu reads it from BLOSA_CUDA_TILE,
-// BLOSA_CUDA_BACKWARD, BLOSA_CUDA_FORWARD, BLOSA_CUDA_SMALL_VEC and BLOSA_CUDA_SMALL_PERSISTENT,
-// for tuning.
+// BLOSA_CUDA_BACKWARD, BLOSA_CUDA_FORWARD, BLOSA_CUDA_SMALL_VEC, BLOSA_CUDA_SMALL_PERSISTENT
+// and BLOSA_CUDA_SMALL_DENSE, for tuning.
 struct KernelOptions {
   // Rows (queries, or keys in backward) per thread: 4 or 8. 8 was the fastest forward+backward
   // on an H200 (bench/RESULTS.md); 16 was slower everywhere and is gone.
@@ -49,6 +49,11 @@ struct KernelOptions {
   // float accumulation (the other calls keep the one-shot kernels). Off: 0.80-0.97x the
   // one-shot kernels on an H200 at r = 8 (bench/RESULTS.md, 2026-11-27).
   bool small_persistent = false;
+  // The small-block forward and recomputing backward compiled for calls with no mask and every
+  // block of kSmallMax tokens (small_dense), where that is so: the block length and the mask are
+  // then constants, and the compiler drops their tests. Not yet timed on a GPU (bench/RESULTS.md,
+  // "Dense small-block kernels"); off, every call takes the general kernels.
+  bool small_dense = true;
 };
 
 // The type inputs of type T accumulate in: float (double for double).
@@ -99,6 +104,7 @@ struct Geometry {
   int64_t gx, gy, bx, by;
   int64_t tiles_per_block = 0, total = 0;
   bool persistent = false;
+  bool dense = false;  // a dense small-block kernel (small_dense): the emulation's tests count them
 };
 
 // a set up for the small kernels' thread index at vector width vec (small_index_at).
@@ -114,7 +120,8 @@ Args<T, A> with_small_index(Args<T, A> a, int vec) {
 }
 
 template <typename T, typename A>
-Geometry small_geometry(const Args<T, A>& a, int vec = 1, bool persistent = false) {
+Geometry small_geometry(const Args<T, A>& a, int vec = 1, bool persistent = false,
+                        bool dense = false) {
   const int64_t blocks = ceil_div(a.B * a.nblocks * (a.d / vec), kSmallThreads);
   TORCH_CHECK(persistent || blocks <= std::numeric_limits<int>::max(),
               "masked_block_attn: input too large");
@@ -123,6 +130,7 @@ Geometry small_geometry(const Args<T, A>& a, int vec = 1, bool persistent = fals
               "masked_block_attn: d too large for blocks of at most ", kSmallMax);
   Geometry g{blocks, 1, kSmallThreads, 1};
   g.persistent = persistent;
+  g.dense = dense;
   return g;
 }
 
@@ -130,6 +138,18 @@ Geometry small_geometry(const Args<T, A>& a, int vec = 1, bool persistent = fals
 template <typename A>
 bool small_persistent(KernelOptions opt, bool fixed) {
   return opt.small_persistent && fixed && std::is_same_v<A, float>;
+}
+
+// Whether a small-block kernel of this call at vector width vec takes the dense variant
+// (KernelOptions::small_dense): no mask, every block of exactly kSmallMax tokens, the constant
+// pivot, one feature a thread, one-shot, and (the forward) no lse to write. Only the default
+// kernels of the usual scales are compiled dense (each variant is one more kernel per type and
+// direction): the vector and persistent ones are off, measured slower, and the running-max
+// pivot serves only scales above FixedPivotLimit.
+template <typename T, typename A>
+bool small_dense(const Args<T, A>& a, KernelOptions opt, bool fixed, int vec, bool persistent) {
+  return opt.small_dense && fixed && vec == 1 && !persistent && a.mask == nullptr &&
+         a.lse == nullptr && a.r == kSmallMax && a.n % kSmallMax == 0;
 }
 
 template <typename T, typename A>
@@ -213,21 +233,24 @@ void with_vec(int vec, F&& f) {
   f(std::integral_constant<int, 1>{});
 }
 
-// Calls f(std::bool_constant<kFixed>, std::bool_constant<kPersistent>): the pivot and the shape
-// (small_persistent) of a small-block kernel. Persistent kernels are compiled for the fixed
-// pivot and float accumulation only.
+// Calls f(std::bool_constant<kFixed>, std::bool_constant<kPersistent>,
+// std::bool_constant<kDense>): the pivot, the shape (small_persistent) and the dense variant
+// (small_dense) of a small-block kernel. Persistent kernels are compiled for the fixed pivot
+// and float accumulation only, dense ones for the fixed pivot (and, by the caller, V = 1).
 template <typename A, typename F>
-void with_small_flags(bool fixed, bool persistent, F&& f) {
+void with_small_flags(bool fixed, bool persistent, bool dense, F&& f) {
   if constexpr (std::is_same_v<A, float>) {
     if (persistent) {
-      f(std::true_type{}, std::true_type{});
+      f(std::true_type{}, std::true_type{}, std::false_type{});
       return;
     }
   }
-  if (fixed) {
-    f(std::true_type{}, std::false_type{});
+  if (fixed && dense) {
+    f(std::true_type{}, std::false_type{}, std::true_type{});
+  } else if (fixed) {
+    f(std::true_type{}, std::false_type{}, std::false_type{});
   } else {
-    f(std::false_type{}, std::false_type{});
+    f(std::false_type{}, std::false_type{}, std::false_type{});
   }
 }
 
@@ -250,14 +273,17 @@ void dispatch_forward(const Args<T, A>& a, double scale, KernelOptions opt, Laun
   if (a.r <= kSmallMax) {
     const int vec = small_vec(a, opt);
     const bool persistent = small_persistent<A>(opt, fixed);
-    const Geometry g = small_geometry(a, vec, persistent);
+    const bool dense = small_dense(a, opt, fixed, vec, persistent);
+    const Geometry g = small_geometry(a, vec, persistent, dense);
     with_direction(a.dir, [&](auto dc) {
       constexpr Direction D = decltype(dc)::value;
       with_vec<T>(vec, [&](auto vc) {
         constexpr int V = decltype(vc)::value;
-        with_small_flags<A>(fixed, persistent, [&](auto fc, auto pc) {
+        with_small_flags<A>(fixed, persistent, dense, [&](auto fc, auto pc, auto nc) {
           constexpr bool kFixed = decltype(fc)::value, kPersistent = decltype(pc)::value;
-          launch(forward_small<T, A, D, kFixed, V, kPersistent>, g, with_small_index(a, V));
+          constexpr bool kDense = decltype(nc)::value && V == 1;  // dense is only taken at 1
+          launch(forward_small<T, A, D, kFixed, V, kPersistent, kDense>, g,
+                 with_small_index(a, V));
         });
       });
     });
@@ -299,7 +325,8 @@ void dispatch_backward(const Args<T, A>& a, double scale, KernelOptions opt, int
     const bool fixed = use_fixed_pivot<A>(scale);
     const int vec = a.lse_in != nullptr ? 1 : small_vec(a, opt);
     const bool persistent = a.lse_in == nullptr && small_persistent<A>(opt, fixed);
-    const Geometry g = small_geometry(a, vec, persistent);
+    const bool dense = a.lse_in == nullptr && small_dense(a, opt, fixed, vec, persistent);
+    const Geometry g = small_geometry(a, vec, persistent, dense);
     with_direction(a.dir, [&](auto dc) {
       constexpr Direction D = decltype(dc)::value;
       if (a.lse_in != nullptr) {
@@ -308,9 +335,10 @@ void dispatch_backward(const Args<T, A>& a, double scale, KernelOptions opt, int
       }
       with_vec<T>(vec, [&](auto vc) {
         constexpr int V = decltype(vc)::value;
-        with_small_flags<A>(fixed, persistent, [&](auto fc, auto pc) {
+        with_small_flags<A>(fixed, persistent, dense, [&](auto fc, auto pc, auto nc) {
           constexpr bool kFixed = decltype(fc)::value, kPersistent = decltype(pc)::value;
-          launch(backward_small_recompute<T, A, D, kFixed, V, kPersistent>, g,
+          constexpr bool kDense = decltype(nc)::value && V == 1;  // dense is only taken at 1
+          launch(backward_small_recompute<T, A, D, kFixed, V, kPersistent, kDense>, g,
                  with_small_index(a, V));
         });
       });

@@ -56,6 +56,8 @@ void check_cuda_inputs(const at::Tensor& dep) {
 //   BLOSA_CUDA_SMALL_PERSISTENT=0|1 those two kernels as persistent ones: a grid the GPU holds
 //                                   at once, each thread looping over blocks with the next
 //                                   block's loads in flight while it computes.
+//   BLOSA_CUDA_SMALL_DENSE=0|1      those two kernels compiled for calls with no mask and every
+//                                   block 8 tokens long (default 1), where a call is so.
 // The value of tuning variable `name`, which must be `a` or `b`; nullopt where it is unset.
 std::optional<std::string> tuning_choice(const char* name, const char* a, const char* b) {
   const char* value = std::getenv(name);
@@ -78,6 +80,7 @@ cuda::KernelOptions kernel_options_from_env() {
   if (const auto v = tuning_choice("BLOSA_CUDA_SMALL_PERSISTENT", "0", "1")) {
     opt.small_persistent = *v == "1";
   }
+  if (const auto v = tuning_choice("BLOSA_CUDA_SMALL_DENSE", "0", "1")) opt.small_dense = *v == "1";
   return opt;
 }
 
