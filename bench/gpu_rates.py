@@ -257,9 +257,8 @@ def jobs(backends, cuda_variants, triton_variants=()):
     """(label, backend, variant settings, dtype name, config, mode) of every measurement: each
     backend on every config; after a backend's own, each of its kernel variants in every dtype
     on the config whose kernels it changes (one block, or r = 8 for "vecN", "persistent" and
-    "general";
-    forward and forward+backward), the CUDA ones before any Triton job so that a slow first
-    Triton compile cannot crowd them out. Settings: environment variables (CUDA) or blosa_kernels.configs
+    "general"; forward and forward+backward), the CUDA ones before any Triton job so that a
+    slow first Triton compile cannot crowd them out. Settings: environment variables (CUDA) or blosa_kernels.configs
     attributes."""
     one_block = next(c for c in CONFIGS if c[0] == "one block")
     for backend in backends:

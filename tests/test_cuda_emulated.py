@@ -271,9 +271,8 @@ def test_dense_small_kernels_match_reference(emulated, direction, n, block_len, 
 
 
 def test_dense_small_kernels_where_they_apply(emulated):
-    # The tests above run the dense small-block kernels where the dispatcher takes them (the
-    # shape (16, 8) without a mask): no mask, whole blocks of 8, the constant pivot, one feature
-    # a thread, one-shot, and for the forward no lse to write.
+    # Where the dispatcher takes the dense small-block kernels: no mask, whole blocks of 8, the
+    # constant pivot, one feature a thread, one-shot, and for the forward no lse to write.
     gen = generator_for("dense-dispatch")
 
     def launches(n=16, block_len=8, mask_kind="none", dtype=torch.float32, scale=5.0,
@@ -304,9 +303,9 @@ def test_small_kernel_variants_give_the_same_bits(emulated, variant):
     # kernels (the default here: no mask, whole blocks of 8) against the general ones: they
     # leave out only tests whose outcome they know.
     gen = generator_for("small-variants", *variant.items())
-    dense = variant.get("small_dense") is False
-    inputs, mask, grad_out = make_case(3, 24 if dense else 21, 40, gen, True,
-                                       "none" if dense else "holes")
+    default_is_dense = variant.get("small_dense") is False
+    inputs, mask, grad_out = make_case(3, 24 if default_is_dense else 21, 40, gen, True,
+                                       "none" if default_is_dense else "holes")
     for direction in DIRECTIONS:
         settings = (8, direction, 5.0)
         default, _ = run_emulated(emulated, inputs, mask, grad_out, torch.bfloat16, settings, 8,
