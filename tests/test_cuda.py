@@ -182,17 +182,26 @@ def test_persistent_small_kernels_loop(monkeypatch, dtype, direction, vec):
     check(dtype, direction, 8, "holes", B=64, n=384, d=300, scale=5.0)
 
 
-@pytest.mark.parametrize("B, n, d", ((3, 16, 70), (64, 384, 300)))
-@pytest.mark.parametrize("direction", DIRECTIONS)
-@pytest.mark.parametrize("dtype", DTYPES, ids=str)
-def test_dense_small_kernels(monkeypatch, dtype, direction, B, n, d):
-    # No mask and whole blocks of 8 at c = 5: the dense small-block kernels (small_dense in
-    # csrc/cuda/dispatch.h; tests/test_cuda_emulated.py checks that the dispatcher takes them
-    # here), in training (forward without lse, recomputing backward); then the general ones,
-    # which BLOSA_CUDA_SMALL_DENSE=0 asks for. The second size is the benchmark's.
+def check_dense_and_general(monkeypatch, dtype, direction, B, n, d):
+    """No mask and whole blocks of 8 at c = 5: the dense small-block kernels (small_dense in
+    csrc/cuda/dispatch.h; tests/test_cuda_emulated.py checks that the dispatcher takes them
+    there), in training (forward without lse, recomputing backward); then the general ones,
+    which BLOSA_CUDA_SMALL_DENSE=0 asks for."""
     check(dtype, direction, 8, "none", B=B, n=n, d=d, scale=5.0)
     monkeypatch.setenv("BLOSA_CUDA_SMALL_DENSE", "0")
     check(dtype, direction, 8, "none", B=B, n=n, d=d, scale=5.0)
+
+
+@pytest.mark.parametrize("direction", DIRECTIONS)
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_dense_small_kernels(monkeypatch, dtype, direction):
+    check_dense_and_general(monkeypatch, dtype, direction, B=3, n=16, d=70)
+
+
+@pytest.mark.parametrize("direction", ("forward", "backward"))
+@pytest.mark.parametrize("dtype", (torch.float32, torch.bfloat16), ids=str)
+def test_dense_small_kernels_at_the_benchmark_size(monkeypatch, dtype, direction):
+    check_dense_and_general(monkeypatch, dtype, direction, B=64, n=384, d=300)
 
 
 def test_two_features_per_thread_falls_back_on_misaligned_rows(monkeypatch):
