@@ -6,11 +6,10 @@
 B=64, n=384, d=300, direction "forward". Blocks of 8, bfloat16, as a training step runs them
 (the forward saves no lse, the backward recomputes it): forward_small and
 backward_small_recompute, dense (no mask, whole blocks: the default here), then both again
-general (BLOSA_CUDA_SMALL_DENSE=0), to compare. One
-block, float32: forward_tiled, backward_query_tiled, backward_key_tiled; forward_tiled again
-with a padding mask (the last quarter of every sequence), whose mask bytes the key loop reads;
-the fused backward (backward_fused_tiled, head_grad_from_sums); the staged forward
-(forward_staged).
+general (BLOSA_CUDA_SMALL_DENSE=0), to compare. One block, float32: forward_tiled,
+backward_query_tiled, backward_key_tiled; forward_tiled again with a padding mask (the last
+quarter of every sequence), whose mask bytes the key loop reads; the fused backward
+(backward_fused_tiled, head_grad_from_sums); the staged forward (forward_staged).
 bench/gpu_check.sh runs it under ncu when ncu is there, to tell which unit (special
 functions, memory, issue) holds each kernel back.
 """
