@@ -17,7 +17,9 @@
 //    is read once, each output written once, no zero-fill pass). A differentiable call's
 //    forward writes no lse here, and backward_small_recompute recomputes out and lse from the
 //    block it holds (no tanh or exp more, and two [B, n, d] reads fewer); backward_small reads
-//    a saved out and lse, where a caller of the forward op asked for them.
+//    a saved out and lse, where a caller of the forward op asked for them. Calls with no mask
+//    and whole blocks of kSmallMax take those two compiled with kDense, which know the block
+//    length and that no row is padding (small_dense in dispatch.h).
 //  * larger blocks (full DiSA included): a warp owns a tile of kT consecutive queries of one
 //    block for 32 features (kT = 4 or 8, a template argument the launcher picks) and
 //    streams the block's keys through L1 (the kWarps warps of a thread block share their
