@@ -110,21 +110,16 @@ def host_profile(fn, calls: int = 50, top: int = 12, timed=None) -> str:
     1.5 ms a call in the own time of torch.library's backend_impl, about the cumulative time of
     the backend_fn that runs inside it: its accounting under torch.library does not add up, so
     the Triton launches, `blosa_kernels.op._launch`, are timed directly.)"""
+    totals = [0.0, 0]  # the timed function's seconds and calls
     torch.cuda.synchronize()
-    start = time.perf_counter()
-    for _ in range(calls):
-        fn()
-    host_us = (time.perf_counter() - start) / calls * 1e6
+    with wall_time_of(*timed, totals) if timed is not None else contextlib.nullcontext():
+        start = time.perf_counter()
+        for _ in range(calls):
+            fn()
+        host_us = (time.perf_counter() - start) / calls * 1e6
     torch.cuda.synchronize()
-    share = ""
-    if timed is not None:
-        totals = [0.0, 0]
-        with wall_time_of(*timed, totals):
-            for _ in range(calls):
-                fn()
-        torch.cuda.synchronize()
-        share = (f"; {timed[1]}: {totals[0] / calls * 1e6:.0f} us per call "
-                 f"({totals[1] / calls:g} calls of it per call)")
+    share = "" if timed is None else (f"; {timed[1]}: {totals[0] / calls * 1e6:.0f} us per call "
+                                      f"({totals[1] / calls:g} calls of it per call)")
     profiler = cProfile.Profile()
     profiler.enable()
     for _ in range(calls):

@@ -220,38 +220,34 @@ int small_vec(const Args<T, A>& a, KernelOptions opt) {
   return opt.small_vec;
 }
 
-// Calls f(std::integral_constant<int, V>) for the small kernels' vector width V in {1, 2}
-// (only 1 for double).
-template <typename T, typename F>
-void with_vec(int vec, F&& f) {
-  if constexpr (!std::is_same_v<T, double>) {
-    if (vec == 2) {
-      f(std::integral_constant<int, 2>{});
-      return;
-    }
-  }
-  f(std::integral_constant<int, 1>{});
-}
+// The template arguments of a small-block kernel besides T, A and the direction.
+template <int V, bool kFixed, bool kPersistent, bool kDense>
+struct SmallVariant {
+  static constexpr int width = V;  // features per thread (small_vec)
+  static constexpr bool fixed = kFixed, persistent = kPersistent, dense = kDense;
+};
 
-// Calls f(std::bool_constant<kFixed>, std::bool_constant<kPersistent>,
-// std::bool_constant<kDense>): the pivot, the shape (small_persistent) and the dense variant
-// (small_dense) of a small-block kernel. Persistent kernels are compiled for the fixed pivot
-// and float accumulation only, dense ones for the fixed pivot (and, by the caller, V = 1).
-template <typename A, typename F>
-void with_small_flags(bool fixed, bool persistent, bool dense, F&& f) {
-  if constexpr (std::is_same_v<A, float>) {
-    if (persistent) {
-      f(std::true_type{}, std::true_type{}, std::false_type{});
-      return;
+// Calls f(SmallVariant<...>{}) for a small-block kernel of vector width vec (small_vec), pivot,
+// shape (small_persistent) and dense variant (small_dense). Only what the dispatcher can pick
+// is instantiated: width 2 not for double, persistent kernels for the fixed pivot and float
+// accumulation, dense ones for the fixed pivot at width 1.
+template <typename T, typename A, typename F>
+void with_small_variant(int vec, bool fixed, bool persistent, bool dense, F&& f) {
+  const auto at_width = [&](auto width) {
+    constexpr int V = decltype(width)::value;
+    if constexpr (std::is_same_v<A, float>) {
+      if (persistent) return f(SmallVariant<V, true, true, false>{});
     }
+    if constexpr (V == 1) {
+      if (fixed && dense) return f(SmallVariant<V, true, false, true>{});
+    }
+    if (fixed) return f(SmallVariant<V, true, false, false>{});
+    f(SmallVariant<V, false, false, false>{});
+  };
+  if constexpr (!std::is_same_v<T, double>) {
+    if (vec == 2) return at_width(std::integral_constant<int, 2>{});
   }
-  if (fixed && dense) {
-    f(std::true_type{}, std::false_type{}, std::true_type{});
-  } else if (fixed) {
-    f(std::true_type{}, std::false_type{}, std::false_type{});
-  } else {
-    f(std::false_type{}, std::false_type{}, std::false_type{});
-  }
+  at_width(std::integral_constant<int, 1>{});
 }
 
 // Calls f(std::integral_constant<int, kT>) for the tile size kT in {4, 8}.
@@ -277,14 +273,10 @@ void dispatch_forward(const Args<T, A>& a, double scale, KernelOptions opt, Laun
     const Geometry g = small_geometry(a, vec, persistent, dense);
     with_direction(a.dir, [&](auto dc) {
       constexpr Direction D = decltype(dc)::value;
-      with_vec<T>(vec, [&](auto vc) {
-        constexpr int V = decltype(vc)::value;
-        with_small_flags<A>(fixed, persistent, dense, [&](auto fc, auto pc, auto nc) {
-          constexpr bool kFixed = decltype(fc)::value, kPersistent = decltype(pc)::value;
-          constexpr bool kDense = decltype(nc)::value && V == 1;  // dense is only taken at 1
-          launch(forward_small<T, A, D, kFixed, V, kPersistent, kDense>, g,
-                 with_small_index(a, V));
-        });
+      with_small_variant<T, A>(vec, fixed, persistent, dense, [&](auto variant) {
+        using S = decltype(variant);
+        launch(forward_small<T, A, D, S::fixed, S::width, S::persistent, S::dense>, g,
+               with_small_index(a, S::width));
       });
     });
   } else if (opt.staged_forward) {
@@ -333,14 +325,10 @@ void dispatch_backward(const Args<T, A>& a, double scale, KernelOptions opt, int
         launch(backward_small<T, A, D>, g, with_small_index(a, 1));
         return;
       }
-      with_vec<T>(vec, [&](auto vc) {
-        constexpr int V = decltype(vc)::value;
-        with_small_flags<A>(fixed, persistent, dense, [&](auto fc, auto pc, auto nc) {
-          constexpr bool kFixed = decltype(fc)::value, kPersistent = decltype(pc)::value;
-          constexpr bool kDense = decltype(nc)::value && V == 1;  // dense is only taken at 1
-          launch(backward_small_recompute<T, A, D, kFixed, V, kPersistent, kDense>, g,
-                 with_small_index(a, V));
-        });
+      with_small_variant<T, A>(vec, fixed, persistent, dense, [&](auto variant) {
+        using S = decltype(variant);
+        launch(backward_small_recompute<T, A, D, S::fixed, S::width, S::persistent, S::dense>,
+               g, with_small_index(a, S::width));
       });
     });
   } else if (spans > 0) {
