@@ -1,15 +1,17 @@
-"""Time of the d_bias reduction of masked_block_attn's backward, and of two-stage forms of it.
+"""Kernel time of the d_bias reduction of the Triton backward, and of two-stage forms of it.
 
     python bench/bias_reduce.py
 
-z = dep_i + head_j + bias, so d_bias = d_head summed over batch and queries. Blocks longer than
-8 sum d_head itself after the backward kernels (`d_head.sum((0, 1))`, csrc/cuda/dispatch.h
-run_backward); blocks of at most 8 sum the kernel's per-block float32 sums, [B · n/8, d]
-(`d_bias_part.sum(0)`): at r = 8 (B=64, n=384, d=300) that took 0.011 ms of the 0.085 ms of
-bfloat16 forward+backward kernel time on an H200 (2026-11-27, bench/RESULTS.md), 3.7 MB in,
-300 sums out. This compares each with summing groups of G rows first (many outputs, so many
-thread blocks) and then the groups, on the benchmark's shapes (the per-block sums as B = 1,
+z = dep_i + head_j + bias, so d_bias = d_head summed over batch and queries. The Triton
+backward sums with ATen: blocks of at most 64 the kernel's per-block float32 sums, [B · n/r, d]
+(`d_bias_part.sum(0)`), longer ones d_head (`d_head.sum((0, 1))`). At r = 8 (B=64, n=384,
+d=300) the first took 0.012 ms of the 0.184 ms of bfloat16 forward+backward kernel time on an
+H200 (2026-11-27, bench/RESULTS.md), for 3.7 MB in and 300 sums out. (The CUDA backend sums
+with its own kernels since then, csrc/cuda/column_sums.cuh; gpu_rates.py times them in its
+calls.) This compares each with summing groups of G rows first (many outputs, so many thread
+blocks) and then the groups, on the benchmark's shapes (r = 8's per-block sums first, as B = 1,
 n = 3072), and checks that each form agrees with the one-pass sum and is bitwise repeatable.
+Times are the kernels' (torch.profiler), not the call's: a call this short waits on the host.
 Prints a markdown table; bench/gpu_check.sh appends it to sfu.md.
 """
 from __future__ import annotations
@@ -21,12 +23,12 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from cuda_timing import time_ms  # noqa: E402
+from cuda_timing import kernel_times  # noqa: E402
 
 BOTH = (torch.float32, torch.bfloat16)
-# (B, n, d, dtypes): d_head of the r = 8 / one-block and of the DiSA benchmarks in either
-# dtype; r = 8's per-block sums, float32 whatever the inputs' dtype.
-SHAPES = ((64, 384, 300, BOTH), (8, 8192, 300, BOTH), (1, 64 * 384 // 8, 300, (torch.float32,)))
+# (B, n, d, dtypes): r = 8's per-block sums, float32 whatever the inputs' dtype; d_head of the
+# one-block and of the DiSA benchmarks in either dtype.
+SHAPES = ((1, 64 * 384 // 8, 300, (torch.float32,)), (64, 384, 300, BOTH), (8, 8192, 300, BOTH))
 GROUPS = (32, 128, 512)
 
 
@@ -50,7 +52,7 @@ def main() -> int:
         return 1
     gen = torch.Generator(device="cuda").manual_seed(0)
     print(f"d_bias reduction on {torch.cuda.get_device_name(0)}\n")
-    print("| B, n, d | dtype | form | ms | max abs diff to one pass | repeatable |")
+    print("| B, n, d | dtype | form | kernel ms | max abs diff to one pass | repeatable |")
     print("|---|---|---|---|---|---|")
     for B, n, d, dtypes in SHAPES:
         for dtype in dtypes:
@@ -62,7 +64,7 @@ def main() -> int:
                 got = form(d_head)
                 diff = (got.double() - want.double()).abs().max().item()
                 same = torch.equal(got, form(d_head))
-                ms = time_ms(lambda: form(d_head), budget_s=0.1)
+                ms = sum(kernel_times(lambda: form(d_head), reps=20).values())
                 print(f"| {B}, {n}, {d} | {str(dtype)[6:]} | {name} | {ms:.4f} | {diff:.2g} | "
                       f"{'yes' if same else 'NO'} |")
     return 0

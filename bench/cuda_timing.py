@@ -23,3 +23,19 @@ def time_ms(fn, budget_s: float = 0.25) -> float:
     end.record()
     torch.cuda.synchronize()
     return start.elapsed_time(end) / reps
+
+
+def kernel_times(fn, reps: int = 5) -> dict[str, float]:
+    """Device time (ms) per call of fn of each kernel it launches, from CUPTI via torch.profiler."""
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(reps):
+            fn()
+        torch.cuda.synchronize()
+    times = {}
+    for evt in prof.key_averages():
+        us = evt.self_device_time_total
+        if us > 0:
+            times[evt.key] = us / reps / 1e3
+    return times

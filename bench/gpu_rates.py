@@ -37,7 +37,7 @@ import torch
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
 
 import blosa  # noqa: E402
-from cuda_timing import time_ms  # noqa: E402  (bench/, the script's own folder)
+from cuda_timing import kernel_times, time_ms  # noqa: E402  (bench/, the script's own folder)
 
 BACKENDS = ("cuda", "triton")
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
@@ -63,22 +63,6 @@ def elements(B: int, n: int, d: int, block_len: int, direction: str = "forward")
 def sfu_bound() -> float:
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     return sms * 16 * CLOCK_HZ / 2
-
-
-def kernel_times(fn, reps: int = 5) -> dict[str, float]:
-    """Device time (ms) per call of fn of each kernel it launches, from CUPTI via torch.profiler."""
-    from torch.profiler import ProfilerActivity, profile
-
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        for _ in range(reps):
-            fn()
-        torch.cuda.synchronize()
-    times = {}
-    for evt in prof.key_averages():
-        us = evt.self_device_time_total
-        if us > 0:
-            times[evt.key] = us / reps / 1e3
-    return times
 
 
 @contextlib.contextmanager

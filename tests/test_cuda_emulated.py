@@ -402,6 +402,35 @@ def test_fast_divisor_divides_exactly(emulated):
         assert torch.equal(emulated.fast_div(divisor, n), n // divisor), divisor
 
 
+# (rows, d): one chunk (rows <= 64, one launch) or several (two); 64 chunks of more than 64 rows
+# each, the last one short, from 4097 rows; d a whole number of warps or not.
+COLUMN_SHAPES = ((1, 1), (7, 33), (64, 32), (65, 5), (384, 300), (1000, 40), (5000, 3))
+# (input, output) dtypes of d_bias's sums: the small-block backward's float sums into d_bias,
+# or d_head into d_bias.
+COLUMN_DTYPES = ((torch.float64, torch.float64), (torch.float32, torch.float32),
+                 (torch.float32, torch.bfloat16), (torch.float32, torch.float16),
+                 (torch.bfloat16, torch.bfloat16), (torch.float16, torch.float16))
+
+
+@pytest.mark.parametrize("dtypes", COLUMN_DTYPES, ids=lambda p: f"{p[0]}-{p[1]}")
+@pytest.mark.parametrize("rows, d", COLUMN_SHAPES)
+def test_column_sums_match_a_float64_sum(emulated, rows, d, dtypes):
+    # d_bias's reduction (column_sums.cuh): every column's sum, once rounded to the output
+    # dtype, within the accumulation's rounding of the exact sum; bitwise repeatable.
+    x_dtype, out_dtype = dtypes
+    x = (torch.randn(rows, d, generator=generator_for("column-sums", rows, d, dtypes),
+                     dtype=torch.float64) * 3).to(x_dtype)
+    before = emulated.launch_count()
+    got = emulated.column_sums(x, out_dtype)
+    assert emulated.launch_count() - before == (1 if rows <= 64 else 2)
+    want = x.double().sum(0)
+    accumulated = (1e-15 if x_dtype == torch.float64 else 1e-6) * rows * x.double().abs().sum(0)
+    rounded = torch.finfo(out_dtype).eps * want.abs()
+    assert got.dtype == out_dtype and got.shape == (d,)
+    assert ((got.double() - want).abs() <= accumulated + rounded).all(), (got, want)
+    assert torch.equal(got, emulated.column_sums(x, out_dtype))
+
+
 def test_matches_the_cpu_kernels(emulated):
     # The CPU kernels (csrc/cpu/) and the CUDA kernels share blosa_math.h; on the same float64
     # inputs they must agree to rounding, lse included (+inf where a query has no key).

@@ -12,7 +12,8 @@ It also checks that the small kernels meant to keep the scale c·log2 e in a reg
 (SmallScale) do not reload it from the kernel parameters before every pair, that the
 one-shot small kernels of direction "backward" issue their loads as early as "forward"'s do,
 and that the dense small-block kernels (no mask, whole blocks) are shorter than the general
-ones and need no more registers, which is what they are for.
+ones and need no more registers, which is what they are for; and that d_bias's column sums
+have eight rows' loads in flight at once.
 Skipped, with the reason, where the build has no CUDA kernels (a CPU-only install); CI builds
 them.
 """
@@ -57,7 +58,7 @@ def dumped():
     """(SASS, `cuobjdump -res-usage` output) of the build's kernels this file checks."""
     so = sass_loads.built_extension()
     assert so, "no built extension under python/blosa"
-    return sass_loads.dump(so, "(" + "|".join(KERNELS + PERSISTENT + ONE_SHOT) + ")I")
+    return sass_loads.dump(so, "(" + "|".join(KERNELS + PERSISTENT + ONE_SHOT + ("column_sums",)) + ")I")
 
 
 @pytest.fixture(scope="module")
@@ -178,3 +179,29 @@ def test_dense_kernels_are_shorter_and_no_larger(kernels, dumped, kernel, dtype)
             f"{dense}: {dense_size} instructions, the general kernel {general_size}")
         assert dense_regs <= general_regs, (
             f"{dense}: {dense_regs} registers, the general kernel {general_regs}")
+
+
+def longest_load_run(code) -> int:
+    """The most global loads issued one after another with no add between them."""
+    longest = run = 0
+    for _, text in code:
+        if "LDG" in text:
+            run += 1
+            longest = max(longest, run)
+        elif re.search(r"\b[FD]ADD\b", text):
+            run = 0
+    return longest
+
+
+def test_column_sums_issue_eight_loads_at_once(kernels, dumped):
+    # column_sums (csrc/cuda/column_sums.cuh) is a latency-bound stream of a few loads a thread
+    # (8 at r = 8's sizes): its loop, unrolled 8 times, must issue 8 rows' loads before adding
+    # the first, not load and add one row at a time. (float64's, which double-precision
+    # throughput bounds anyway, had 6 of 8 on the 2026-11-27 build: not checked.)
+    functions = {name: code for name, code in kernels.items()
+                 if re.search(r"column_sumsI(f|N3c10)", name)}
+    assert len(functions) == 7, f"{len(functions)} column_sums kernels in the build"
+    registers = sass_loads.registers(dumped[1])
+    for name, code in functions.items():
+        assert longest_load_run(code) >= 8, f"{name}: {longest_load_run(code)} loads at once"
+        assert registers[name] <= 40, f"{name}: {registers[name]} registers"

@@ -15,6 +15,7 @@
 
 #include "../op_checks.h"
 #include "attn_kernels.cuh"
+#include "column_sums.cuh"
 #include "fused_backward.cuh"
 #include "staged_forward.cuh"
 
@@ -185,6 +186,26 @@ Geometry elementwise_geometry(const Args<T, A>& a) {
   const int64_t blocks = ceil_div(a.B * a.n * a.d, kSumThreads);
   TORCH_CHECK(blocks <= std::numeric_limits<int>::max(), "masked_block_attn: input too large");
   return {blocks, 1, kSumThreads, 1};
+}
+
+// out ([d], type Out) = the column sums of x ([rows, d], rows >= 1, type In), accumulated in A:
+// one launch of column_sums where the rows fit one chunk, else one per chunk into a
+// [chunks, d] scratch of A (allocated with `options`' device) and one that adds the chunks.
+template <typename A, typename In, typename Out, typename Launch>
+void sum_columns(const In* x, int64_t rows, int64_t d, Out* out, const at::TensorOptions& options,
+                 Launch&& launch) {
+  const int64_t chunk = std::max(kColumnRows, ceil_div(rows, kMaxChunks));
+  const int64_t chunks = ceil_div(rows, chunk);
+  const auto geometry = [d](int64_t gx) { return Geometry{gx, ceil_div(d, 32), 32, kColumnLanes}; };
+  if (chunks == 1) {
+    launch(column_sums<In, A, Out>, geometry(1), x, rows, d, chunk, out);
+    return;
+  }
+  const at::Tensor partial =
+      at::empty({chunks, d}, options.dtype(c10::CppTypeToScalarType<A>::value));
+  A* const sums = partial.data_ptr<A>();
+  launch(column_sums<In, A, A>, geometry(chunks), x, rows, d, chunk, sums);
+  launch(column_sums<A, A, Out>, geometry(1), static_cast<const A*>(sums), chunks, d, chunks, out);
 }
 
 // Calls f(std::integral_constant<Direction, dir>) so kernels can take the direction as a
@@ -370,8 +391,9 @@ void run_forward(const at::Tensor& dep, const at::Tensor& head, const at::Tensor
 // The backward on contiguous tensors, into d_dep, d_head, d_value and, when bias is given,
 // d_bias ([d]) allocated by the caller. An empty lse (is_no_lse) means the forward saved
 // neither out nor lse: small blocks recompute them inside the backward kernel; longer ones run
-// the forward first, into temporaries. d_bias sums d_head over batch and queries: for small
-// blocks the kernel's per-block sums (float, unrounded), otherwise d_head itself.
+// the forward first, into temporaries. d_bias sums d_head over batch and queries
+// (sum_columns): for small blocks the kernel's per-block sums (float, unrounded), otherwise
+// d_head itself.
 template <typename Launch>
 void run_backward(const at::Tensor& grad_out, const at::Tensor& dep, const at::Tensor& head,
                   const at::Tensor& value, const std::optional<at::Tensor>& bias,
@@ -417,9 +439,11 @@ void run_backward(const at::Tensor& grad_out, const at::Tensor& dep, const at::T
     dispatch_backward(a, scale, opt, spans, spans > 1 ? head_sums.data_ptr<A>() : nullptr,
                       launch);
     if (block_sums) {
-      d_bias.copy_(d_bias_part.sum(0));
+      sum_columns<A>(static_cast<const A*>(a.d_bias_part), a.B * a.nblocks, a.d,
+                     d_bias.data_ptr<T>(), dep.options(), launch);
     } else if (bias.has_value()) {
-      at::sum_out(d_bias, d_head, at::IntArrayRef{0, 1});
+      sum_columns<A>(static_cast<const T*>(a.d_head), a.B * a.n, a.d, d_bias.data_ptr<T>(),
+                     dep.options(), launch);
     }
   };
   with_base_args(dep, head, value, bias, mask, block_len, direction, scale, backward);

@@ -15,9 +15,11 @@ namespace {
 
 using blosa::cuda::Geometry;
 
-// Launches of persistent and of dense kernels so far, for tests that the dispatcher chose them.
+// Launches (of persistent kernels, of dense ones, of all) so far, for tests of the dispatcher's
+// choices.
 std::atomic<int64_t> persistent_launches{0};
 std::atomic<int64_t> dense_launches{0};
+std::atomic<int64_t> launches{0};  // every launch
 
 // Runs every thread of the grid; thread blocks in parallel (their writes are disjoint), the
 // threads of one as fibers (host_shim.h). A persistent kernel's grid is cut to
@@ -34,6 +36,7 @@ struct EmulatedLaunch {
       ++persistent_launches;
     }
     if (g.dense) ++dense_launches;
+    ++launches;
     at::parallel_for(0, g.gx * g.gy, 1, [&](int64_t begin, int64_t end) {
       gridDim = {static_cast<unsigned int>(g.gx), static_cast<unsigned int>(g.gy), 1};
       blockDim = {static_cast<unsigned int>(g.bx), static_cast<unsigned int>(g.by), 1};
@@ -105,8 +108,25 @@ int64_t small_vec_for(const at::Tensor& dep, int64_t small_vec) {
   return vec;
 }
 
+// cuda::sum_columns of x ([rows, d], rows >= 1) into a [d] tensor of dtype out_dtype, with x's
+// accumulation type, as run_backward makes d_bias: its kernels and its chunking of the rows.
+at::Tensor column_sums(const at::Tensor& x_in, at::ScalarType out_dtype) {
+  const at::Tensor x = x_in.contiguous();
+  at::Tensor out = at::full({x.size(1)}, NAN, x.options().dtype(out_dtype));
+  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, x.scalar_type(), "column_sums", [&] {
+    using In = scalar_t;
+    const In* const rows = x.data_ptr<In>();
+    AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, out_dtype, "column_sums", [&] {
+      blosa::cuda::sum_columns<blosa::cuda::Accumulate<In>>(
+          rows, x.size(0), x.size(1), out.data_ptr<scalar_t>(), x.options(), EmulatedLaunch{});
+    });
+  });
+  return out;
+}
+
 int64_t persistent_launch_count() { return persistent_launches.load(); }
 int64_t dense_launch_count() { return dense_launches.load(); }
+int64_t launch_count() { return launches.load(); }
 
 // FastDivisor::of(divisor).div(n) for every element of n (int64 values in [0, 2^31)).
 at::Tensor fast_div(int64_t divisor, const at::Tensor& n) {
@@ -126,6 +146,8 @@ TORCH_LIBRARY(blosa_emulated, m) {
   m.def("small_vec_for(Tensor dep, int small_vec) -> int");
   m.def("persistent_launch_count() -> int", &persistent_launch_count);  // no tensor: catch-all
   m.def("dense_launch_count() -> int", &dense_launch_count);
+  m.def("launch_count() -> int", &launch_count);
+  m.def("column_sums(Tensor x, ScalarType out_dtype) -> Tensor");
   m.def(
       "fwd(Tensor dep, Tensor head, Tensor value, Tensor? bias, Tensor? mask, int block_len, "
       "str direction, float scale, int tile, bool staged, bool compute_lse=True, int small_vec=1, "
@@ -142,4 +164,5 @@ TORCH_LIBRARY_IMPL(blosa_emulated, CPU, m) {
   m.impl("fast_div", &fast_div);
   m.impl("small_vec_for", &small_vec_for);
   m.impl("bwd", &bwd);
+  m.impl("column_sums", &column_sums);
 }
