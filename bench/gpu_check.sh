@@ -5,14 +5,14 @@
 # Logs land in $OUT when it is set (the device tool's folder), else in /tmp/blosa-gpu-check:
 # device.txt, sfu.md, rates.md, rates.json, tests_cuda.log, cuda_errors.json, tests_triton.log,
 # ncu.txt (eight files, the most the device tool returns).
-# Steps run most valuable first (build, kernel rates, the CUDA and Triton tests side by side,
-# ncu, then the special-function ceiling, measured before and kept for a new card), each under
-# its own timeout (RATES_TIMEOUT, CUDA_TESTS_TIMEOUT, TRITON_TESTS_TIMEOUT, NCU_TIMEOUT,
-# SFU_TIMEOUT) cut to what is left of BUDGET seconds for the whole check (default 570, inside a
-# 10-minute device call), so that it always ends with its tables, whatever a step costs on the
-# day; a step with under 20 s left is skipped. A step out of time gets SIGINT first, on which
-# pytest prints its summary of the tests it ran and gpu_rates.py its tables of the jobs it
-# measured.
+# Steps run most valuable first (build, kernel rates, host overhead, the CUDA and Triton tests
+# side by side, ncu, then the special-function ceiling, measured before and kept for a new
+# card), each under its own timeout (RATES_TIMEOUT, CUDA_TESTS_TIMEOUT, TRITON_TESTS_TIMEOUT,
+# NCU_TIMEOUT, SFU_TIMEOUT) cut to what is left of BUDGET seconds for the whole check (default
+# 570, inside a 10-minute device call), so that it always ends with its tables, whatever a step
+# costs on the day; a step with under 20 s left is skipped. A step out of time gets SIGINT
+# first, on which pytest prints its summary of the tests it ran and gpu_rates.py its tables of
+# the jobs it measured.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 PY=${PY:-python3}
@@ -66,6 +66,17 @@ timed rates ${RATES_TIMEOUT:-170} $PY bench/gpu_rates.py --out "$LOG/rates.json"
   --cuda-variants general,stream,split,stream+split,tile4,vec2,persistent,persistent+vec2 \
   --triton-variants split,fast32 > "$LOG/rates.md" 2>&1
 rates_status=$?
+
+step "host overhead"
+# Host time per call at B=1 (bench/host_overhead.py), before the tests load the CPU: the CUDA
+# op, the Triton op with its launches, the same without them, and one ATen op (the machine's
+# floor). Triton's r = 8 call took 1.36 ms for 0.18 ms of kernels on 2026-11-27.
+for backend in auto triton baseline; do
+  timed "host overhead ($backend)" 15 $PY bench/host_overhead.py --device cuda --backend $backend \
+    --calls 1000 >> "$LOG/rates.md" 2>&1
+done
+timed "host overhead (triton-stubbed)" 15 $PY bench/host_overhead.py --backend triton-stubbed \
+  --calls 1000 >> "$LOG/rates.md" 2>&1
 
 step "GPU tests (CUDA and Triton side by side)"
 # The two suites run at once, each in its own process on the GPU: together they take about the

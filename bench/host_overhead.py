@@ -1,15 +1,22 @@
 """Host cost of one call of blosa.masked_block_attn, at a size where the kernel costs nothing.
 
-    python bench/host_overhead.py [--device cpu|cuda] [--backend auto|triton-stubbed]
+    python bench/host_overhead.py [--device cpu|cuda] [--backend auto|triton|triton-stubbed|baseline]
+                                  [--calls N]
 
 B=1, n=2, d=1, one CPU thread: the time per call is the Python, dispatcher and autograd
 overhead that every call pays on top of its kernels (on a GPU, the part that small or fast
-kernels cannot hide). Prints the mean over 3000 calls of the forward under no_grad and of
-forward+backward through torch.autograd.grad, at block length 1 (8 with triton-stubbed).
+kernels cannot hide). Prints the mean over --calls calls (3000) of the forward under no_grad
+and of forward+backward through torch.autograd.grad, at block length 1 (8 with the triton
+backends: the per-block kernels of a Bi-BloSA step).
 
---backend triton-stubbed: the Triton op on CPU tensors (TRITON_INTERPRET=1) with its kernel
-launches replaced by nothing, so the time is the op's own Python and autograd (block length 8:
-the per-block kernels of a Bi-BloSA step), without Triton's launcher, which needs a GPU.
+--backend triton: the Triton op with its kernels (CUDA tensors), launcher and autotuner
+included. --backend triton-stubbed: the Triton op on CPU tensors (TRITON_INTERPRET=1) with its
+kernel launches replaced by nothing, so the time is the op's own Python and autograd, without
+Triton's launcher, which needs a GPU. --backend baseline: one ATen op on the same tensors
+(torch.addcmul(value, dep, head): one kernel forward, two backward) through the same autograd
+calls, the floor that the machine's autograd engine and launches set for any op. On a GPU
+machine the four (and auto: the CUDA C++ op) tell apart the op's Python, Triton's launcher
+and the machine (bench/gpu_check.sh runs them).
 """
 from __future__ import annotations
 
@@ -39,17 +46,22 @@ def mean_us(fn, calls: int = 3000, warmup: int = 200, sync=lambda: None) -> floa
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--device", default="cpu")
-    ap.add_argument("--backend", default="auto", choices=("auto", "triton-stubbed"))
+    ap.add_argument("--backend", default="auto", choices=("auto", "triton", "triton-stubbed", "baseline"))
+    ap.add_argument("--calls", type=int, default=3000)
     args = ap.parse_args(argv)
-    backend, block_len = "auto", 1
-    if args.backend == "triton-stubbed":
+    backend, block_len = args.backend, 1
+    if backend == "triton-stubbed":
         if args.device != "cpu":
             ap.error("--backend triton-stubbed runs on CPU tensors")
         os.environ["TRITON_INTERPRET"] = "1"  # before blosa_kernels imports triton
         import blosa_kernels.op as triton_op
 
         triton_op._launch = lambda *args, **kwargs: None
-        backend, block_len = "triton", 8
+        backend = "triton"
+    if backend == "triton":
+        if args.device == "cpu" and args.backend == "triton":
+            ap.error("--backend triton runs on CUDA tensors (--device cuda); on CPU, triton-stubbed")
+        block_len = 8
     torch.set_num_threads(1)
     dev = torch.device(args.device)
     sync = torch.cuda.synchronize if dev.type == "cuda" else (lambda: None)
@@ -59,6 +71,8 @@ def main(argv=None) -> int:
     grad_out = torch.randn(1, n, 1, device=dev)
 
     def call():
+        if backend == "baseline":
+            return torch.addcmul(leaves[2], leaves[0], leaves[1])
         return blosa.masked_block_attn(*leaves, None, block_len, "forward", 5.0, backend=backend)
 
     def forward():
@@ -66,11 +80,11 @@ def main(argv=None) -> int:
             call()
 
     def forward_backward():
-        torch.autograd.grad(call(), leaves, grad_out)
+        torch.autograd.grad(call(), leaves[:3] if backend == "baseline" else leaves, grad_out)
 
     print(f"device {dev}, torch {torch.__version__}, backend {args.backend}")
-    print(f"forward (no_grad):            {mean_us(forward, sync=sync):7.1f} us per call")
-    print(f"forward+backward (autograd):  {mean_us(forward_backward, sync=sync):7.1f} us per call")
+    print(f"forward (no_grad):            {mean_us(forward, args.calls, sync=sync):7.1f} us per call")
+    print(f"forward+backward (autograd):  {mean_us(forward_backward, args.calls, sync=sync):7.1f} us per call")
     return 0
 
 
