@@ -72,11 +72,11 @@ step "host overhead"
 # op, the Triton op with its launches, the same without them, and one ATen op (the machine's
 # floor). Triton's r = 8 call took 1.36 ms for 0.18 ms of kernels on 2026-11-27.
 for backend in auto triton baseline; do
-  timed "host overhead ($backend)" 15 $PY bench/host_overhead.py --device cuda --backend $backend \
-    --calls 1000 >> "$LOG/rates.md" 2>&1
+  timed "host overhead ($backend)" 30 $PY bench/host_overhead.py --device cuda --backend $backend \
+    --calls 300 >> "$LOG/rates.md" 2>&1
 done
-timed "host overhead (triton-stubbed)" 15 $PY bench/host_overhead.py --backend triton-stubbed \
-  --calls 1000 >> "$LOG/rates.md" 2>&1
+timed "host overhead (triton-stubbed)" 30 $PY bench/host_overhead.py --backend triton-stubbed \
+  --calls 300 >> "$LOG/rates.md" 2>&1
 
 step "GPU tests (CUDA and Triton side by side)"
 # The two suites run at once, each in its own process on the GPU: together they take about the
