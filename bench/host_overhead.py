@@ -1,7 +1,7 @@
 """Host cost of one call of blosa.masked_block_attn, at a size where the kernel costs nothing.
 
-    python bench/host_overhead.py [--device cpu|cuda] [--backend auto|triton|triton-stubbed|baseline]
-                                  [--calls N]
+    python bench/host_overhead.py [--device cpu|cuda] [--calls N]
+                                  [--backend auto|triton|triton-stubbed|baseline]
 
 B=1, n=2, d=1, one CPU thread: the time per call is the Python, dispatcher and autograd
 overhead that every call pays on top of its kernels (on a GPU, the part that small or fast
@@ -46,7 +46,8 @@ def mean_us(fn, calls: int = 3000, warmup: int = 200, sync=lambda: None) -> floa
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--device", default="cpu")
-    ap.add_argument("--backend", default="auto", choices=("auto", "triton", "triton-stubbed", "baseline"))
+    ap.add_argument("--backend", default="auto",
+                    choices=("auto", "triton", "triton-stubbed", "baseline"))
     ap.add_argument("--calls", type=int, default=3000)
     args = ap.parse_args(argv)
     backend, block_len = args.backend, 1
@@ -60,7 +61,8 @@ def main(argv=None) -> int:
         backend = "triton"
     if backend == "triton":
         if args.device == "cpu" and args.backend == "triton":
-            ap.error("--backend triton runs on CUDA tensors (--device cuda); on CPU, triton-stubbed")
+            ap.error("--backend triton runs on CUDA tensors (--device cuda); "
+                     "on CPU, use triton-stubbed")
         block_len = 8
     torch.set_num_threads(1)
     dev = torch.device(args.device)
@@ -79,12 +81,15 @@ def main(argv=None) -> int:
         with torch.no_grad():
             call()
 
+    inputs = leaves[:3] if backend == "baseline" else leaves  # addcmul takes no bias
+
     def forward_backward():
-        torch.autograd.grad(call(), leaves[:3] if backend == "baseline" else leaves, grad_out)
+        torch.autograd.grad(call(), inputs, grad_out)
 
     print(f"device {dev}, torch {torch.__version__}, backend {args.backend}")
-    print(f"forward (no_grad):            {mean_us(forward, args.calls, sync=sync):7.1f} us per call")
-    print(f"forward+backward (autograd):  {mean_us(forward_backward, args.calls, sync=sync):7.1f} us per call")
+    for name, fn in (("forward (no_grad):          ", forward),
+                     ("forward+backward (autograd):", forward_backward)):
+        print(f"{name}  {mean_us(fn, args.calls, sync=sync):7.1f} us per call")
     return 0
 
 

@@ -58,7 +58,8 @@ def dumped():
     """(SASS, `cuobjdump -res-usage` output) of the build's kernels this file checks."""
     so = sass_loads.built_extension()
     assert so, "no built extension under python/blosa"
-    return sass_loads.dump(so, "(" + "|".join(KERNELS + PERSISTENT + ONE_SHOT + ("column_sums",)) + ")I")
+    names = KERNELS + PERSISTENT + ONE_SHOT + ("column_sums",)
+    return sass_loads.dump(so, "(" + "|".join(names) + ")I")
 
 
 @pytest.fixture(scope="module")

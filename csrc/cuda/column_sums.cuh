@@ -43,10 +43,14 @@ __global__ void __launch_bounds__(32 * kColumnLanes)
   lanes[threadIdx.y][threadIdx.x] = sum;
   __syncthreads();
   for (int half = kColumnLanes / 2; half > 0; half /= 2) {
-    if (int(threadIdx.y) < half) lanes[threadIdx.y][threadIdx.x] += lanes[threadIdx.y + half][threadIdx.x];
+    if (int(threadIdx.y) < half) {
+      lanes[threadIdx.y][threadIdx.x] += lanes[threadIdx.y + half][threadIdx.x];
+    }
     __syncthreads();
   }
-  if (threadIdx.y == 0 && col < d) out[int64_t(blockIdx.x) * d + col] = static_cast<Out>(lanes[0][threadIdx.x]);
+  if (threadIdx.y == 0 && col < d) {
+    out[int64_t(blockIdx.x) * d + col] = static_cast<Out>(lanes[0][threadIdx.x]);
+  }
 }
 
 }  // namespace blosa::cuda
