@@ -186,10 +186,11 @@ def check_dense_and_general(monkeypatch, dtype, direction, B, n, d):
     """No mask and whole blocks of 8 at c = 5: the dense small-block kernels (small_dense in
     csrc/cuda/dispatch.h; tests/test_cuda_emulated.py checks that the dispatcher takes them
     there), in training (forward without lse, recomputing backward); then the general ones,
-    which BLOSA_CUDA_SMALL_DENSE=0 asks for."""
-    check(dtype, direction, 8, "none", B=B, n=n, d=d, scale=5.0)
+    which BLOSA_CUDA_SMALL_DENSE=0 asks for. With a bias: d_bias is column_sums' sum of the
+    per-block sums (3072 rows at the benchmark size)."""
+    check(dtype, direction, 8, "none", B=B, n=n, d=d, scale=5.0, with_bias=True)
     monkeypatch.setenv("BLOSA_CUDA_SMALL_DENSE", "0")
-    check(dtype, direction, 8, "none", B=B, n=n, d=d, scale=5.0)
+    check(dtype, direction, 8, "none", B=B, n=n, d=d, scale=5.0, with_bias=True)
 
 
 @pytest.mark.parametrize("direction", DIRECTIONS)
