@@ -69,14 +69,18 @@ rates_status=$?
 
 step "host overhead"
 # Host time per call at B=1 (bench/host_overhead.py), before the tests load the CPU: the CUDA
-# op, the Triton op with its launches, the same without them, and one ATen op (the machine's
-# floor). Triton's r = 8 call took 1.36 ms for 0.18 ms of kernels on 2026-11-27.
+# op, the Triton op with its launches, one ATen op (the machine's floor), then on CPU tensors
+# the Triton op with Triton's launch path in Python only (triton-stand-in) and without its
+# launches (triton-stubbed). Triton's r = 8 call took 1.36 ms for 0.18 ms of kernels on
+# 2026-11-27.
 for backend in auto triton baseline; do
   timed "host overhead ($backend)" 30 $PY bench/host_overhead.py --device cuda --backend $backend \
     --calls 300 >> "$LOG/rates.md" 2>&1
 done
-timed "host overhead (triton-stubbed)" 30 $PY bench/host_overhead.py --backend triton-stubbed \
-  --calls 300 >> "$LOG/rates.md" 2>&1
+for backend in triton-stand-in triton-stubbed; do
+  timed "host overhead ($backend)" 30 $PY bench/host_overhead.py --backend $backend \
+    --calls 300 >> "$LOG/rates.md" 2>&1
+done
 
 step "GPU tests (CUDA and Triton side by side)"
 # The two suites run at once, each in its own process on the GPU: together they take about the

@@ -1,7 +1,7 @@
 """Host cost of one call of blosa.masked_block_attn, at a size where the kernel costs nothing.
 
     python bench/host_overhead.py [--device cpu|cuda] [--calls N]
-                                  [--backend auto|triton|triton-stubbed|baseline]
+                                  [--backend auto|triton|triton-stand-in|triton-stubbed|baseline]
 
 B=1, n=2, d=1, one CPU thread: the time per call is the Python, dispatcher and autograd
 overhead that every call pays on top of its kernels (on a GPU, the part that small or fast
@@ -10,13 +10,16 @@ and of forward+backward through torch.autograd.grad, at block length 1 (8 with t
 backends: the per-block kernels of a Bi-BloSA step).
 
 --backend triton: the Triton op with its kernels (CUDA tensors), launcher and autotuner
-included. --backend triton-stubbed: the Triton op on CPU tensors (TRITON_INTERPRET=1) with its
-kernel launches replaced by nothing, so the time is the op's own Python and autograd, without
-Triton's launcher, which needs a GPU. --backend baseline: one ATen op on the same tensors
-(torch.addcmul(value, dep, head): one kernel forward, two backward) through the same autograd
-calls, the floor that the machine's autograd engine and launches set for any op. On a GPU
-machine the four (and auto: the CUDA C++ op) tell apart the op's Python, Triton's launcher
-and the machine (bench/gpu_check.sh runs them).
+included. --backend triton-stand-in: the Triton op on CPU tensors with bench/triton_stand_in.py
+in place of triton's GPU driver: Triton's whole launch path in Python (autotuner lookup, JIT
+binding, specialization, cache key), all but the C launcher and the GPU. --backend
+triton-stubbed: the Triton op on CPU tensors (TRITON_INTERPRET=1) with its kernel launches
+replaced by nothing, so the time is the op's own Python and autograd. --backend baseline: one
+ATen op on the same tensors (torch.addcmul(value, dep, head): one kernel forward, two backward)
+through the same autograd calls, the floor that the machine's autograd engine and launches set
+for any op. On a GPU machine auto (the CUDA C++ op), triton, triton-stand-in, triton-stubbed
+and baseline tell apart the op's Python, Triton's launcher and the machine (bench/gpu_check.sh
+runs them).
 """
 from __future__ import annotations
 
@@ -47,17 +50,26 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--backend", default="auto",
-                    choices=("auto", "triton", "triton-stubbed", "baseline"))
+                    choices=("auto", "triton", "triton-stand-in", "triton-stubbed", "baseline"))
     ap.add_argument("--calls", type=int, default=3000)
     args = ap.parse_args(argv)
     backend, block_len = args.backend, 1
-    if backend == "triton-stubbed":
+    if backend in ("triton-stubbed", "triton-stand-in"):
         if args.device != "cpu":
-            ap.error("--backend triton-stubbed runs on CPU tensors")
-        os.environ["TRITON_INTERPRET"] = "1"  # before blosa_kernels imports triton
+            ap.error(f"--backend {backend} runs on CPU tensors")
+        if backend == "triton-stubbed":
+            os.environ["TRITON_INTERPRET"] = "1"  # before blosa_kernels imports triton
+        else:
+            os.environ.pop("TRITON_INTERPRET", None)  # the compiled kernels' launch path
+            import triton_stand_in
+
+            triton_stand_in.install()
         import blosa_kernels.op as triton_op
 
-        triton_op._launch = lambda *args, **kwargs: None
+        if backend == "triton-stubbed":
+            triton_op._launch = lambda *args, **kwargs: None
+        else:
+            triton_op._check_device = lambda t: None  # CPU tensors stand in for CUDA ones
         backend = "triton"
     if backend == "triton":
         if args.device == "cpu" and args.backend == "triton":

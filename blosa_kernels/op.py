@@ -20,13 +20,18 @@ from __future__ import annotations
 import math
 
 import torch
-import triton
 from torch.library import triton_op, wrap_triton
 
 from blosa._validate import check_attn_args
 from blosa.ops import needs_lse
 from blosa_kernels import configs
 from blosa_kernels._math import DIRECTION_CODE
+
+
+def _cdiv(a, b):
+    """ceil(a / b), as triton.cdiv, in plain Python: triton.cdiv is a JIT-aware function that
+    costs about 2 µs a call on the host, and a call of the op made up to six."""
+    return (a + b - 1) // b
 
 
 def _launch(kind, L, grid, *args, **flags):
@@ -60,7 +65,7 @@ class _Launch:
         B, n, d = dep.shape
         self.B, self.n, self.d = B, n, d
         self.r, self.R = _block_lengths(n, block_len)
-        self.nblk = triton.cdiv(n, self.r) if n else 0
+        self.nblk = _cdiv(n, self.r) if n else 0
         self.small = self.R <= configs.SMALL_BLOCK_MAX
         scale = float(scale)
         self.c, self.inv_c, self.c_log2e = scale, 1.0 / scale, scale * math.log2(math.e)
@@ -71,10 +76,10 @@ class _Launch:
         self.buckets = (1 << max(int(n) - 1, 0).bit_length(), self.R)
 
     def blocks_grid(self):
-        return lambda m: (self.B * triton.cdiv(self.nblk, m["TILE"] // self.R), triton.cdiv(self.d, m["BD"]))
+        return lambda m: (self.B * _cdiv(self.nblk, m["TILE"] // self.R), _cdiv(self.d, m["BD"]))
 
     def rows_grid(self, rows):
-        return lambda m: (self.B * triton.cdiv(self.n, m[rows]), triton.cdiv(self.d, m["BD"]))
+        return lambda m: (self.B * _cdiv(self.n, m[rows]), _cdiv(self.d, m["BD"]))
 
     def fused_backward(self) -> bool:
         """Whether backward takes the fused kernels (configs.BACKWARD, blocks it allows)."""
@@ -82,11 +87,11 @@ class _Launch:
 
     def block_tiles(self) -> int:
         """U: query tiles of configs.FUSED_ROWS rows per block (the fused backward's tiling)."""
-        return triton.cdiv(self.r, configs.FUSED_ROWS)
+        return _cdiv(self.r, configs.FUSED_ROWS)
 
     def block_rows_grid(self, U):
         """Programs of block_row_tile: U query tiles of every block of every sequence."""
-        return lambda m: (self.B * self.nblk * U, triton.cdiv(self.d, m["BD"]))
+        return lambda m: (self.B * self.nblk * U, _cdiv(self.d, m["BD"]))
 
 
 def _bias_or_zeros(bias, dep):

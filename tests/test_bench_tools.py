@@ -3,6 +3,8 @@
 Every rate in bench/RESULTS.md divides bench/gpu_rates.py's element count by a time, so the
 count is checked here against the reference's own rule for which pairs may attend.
 """
+import os
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -257,3 +259,36 @@ def test_host_profile_times_a_function_apart(monkeypatch):
     assert 6000 <= per_call_us < 60000  # two sleeps of 3 ms, not the 1 ms beside them
     assert "(2 calls of it per call)" in share
     assert Launcher.launch is original
+
+
+STAND_IN_CALL = """
+import os, sys
+os.environ.pop("TRITON_INTERPRET", None)
+sys.path.insert(0, {bench!r})
+import triton_stand_in
+triton_stand_in.install()
+import torch, blosa
+import blosa_kernels.op
+blosa_kernels.op._check_device = lambda t: None
+leaves = [torch.randn(2, 16, 3, requires_grad=True) for _ in range(3)]
+out = blosa.masked_block_attn(*leaves, None, None, 8, "forward", 5.0, backend="triton")
+torch.autograd.grad(out, leaves, torch.ones_like(out))
+print(",".join(triton_stand_in.launched))
+"""
+
+
+def test_triton_stand_in_runs_the_launch_path():
+    # bench/triton_stand_in.py lets a machine with no GPU time Triton's launch path: the kernels
+    # compile for sm_90 and go through the autotuner and the JIT's launch, down to the C
+    # launcher's stand-in, which notes them. In a subprocess: it replaces triton's driver.
+    bench = str(Path(__file__).resolve().parents[1] / "bench")
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    run = subprocess.run([sys.executable, "-c", STAND_IN_CALL.format(bench=bench)],
+                         capture_output=True, text=True, env=env, timeout=600)
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert run.stdout.split() == ["fwd_blocks_kernel,bwd_blocks_kernel"], run.stdout
+    timing = subprocess.run([sys.executable, os.path.join(bench, "host_overhead.py"),
+                             "--backend", "triton-stand-in", "--calls", "5"],
+                            capture_output=True, text=True, env=env, timeout=600)
+    assert timing.returncode == 0, timing.stderr[-3000:]
+    assert "forward+backward (autograd)" in timing.stdout and "us per call" in timing.stdout
