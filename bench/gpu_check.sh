@@ -72,9 +72,10 @@ step "host overhead"
 # op, the Triton op with its launches, one ATen op (the machine's floor), then on CPU tensors
 # the Triton op with Triton's launch path in Python only (triton-stand-in) and without its
 # launches (triton-stubbed). Triton's r = 8 call took 1.36 ms for 0.18 ms of kernels on
-# 2026-11-27.
+# 2026-11-27. Up to 60 s a CUDA line: the triton one first autotunes its two kernels at d = 1
+# (four configs each, compiled in turn); the others end in seconds.
 for backend in auto triton baseline; do
-  timed "host overhead ($backend)" 30 $PY bench/host_overhead.py --device cuda --backend $backend \
+  timed "host overhead ($backend)" 60 $PY bench/host_overhead.py --device cuda --backend $backend \
     --calls 300 >> "$LOG/rates.md" 2>&1
 done
 for backend in triton-stand-in triton-stubbed; do
