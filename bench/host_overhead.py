@@ -46,6 +46,20 @@ def mean_us(fn, calls: int = 3000, warmup: int = 200, sync=lambda: None) -> floa
     return (time.perf_counter() - start) / calls * 1e6
 
 
+def use_triton_on_cpu(variant: str) -> None:
+    """Sets up the Triton op for CPU tensors: "triton-stubbed", under TRITON_INTERPRET=1 with its
+    launches replaced by nothing; "triton-stand-in", with bench/triton_stand_in.py's driver."""
+    if variant == "triton-stubbed":
+        os.environ["TRITON_INTERPRET"] = "1"  # before blosa_kernels imports triton
+        import blosa_kernels.op
+
+        blosa_kernels.op._launch = lambda *args, **kwargs: None
+    else:
+        import triton_stand_in
+
+        triton_stand_in.install()
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--device", default="cpu")
@@ -53,29 +67,15 @@ def main(argv=None) -> int:
                     choices=("auto", "triton", "triton-stand-in", "triton-stubbed", "baseline"))
     ap.add_argument("--calls", type=int, default=3000)
     args = ap.parse_args(argv)
-    backend, block_len = args.backend, 1
-    if backend in ("triton-stubbed", "triton-stand-in"):
+    if args.backend in ("triton-stubbed", "triton-stand-in"):
         if args.device != "cpu":
-            ap.error(f"--backend {backend} runs on CPU tensors")
-        if backend == "triton-stubbed":
-            os.environ["TRITON_INTERPRET"] = "1"  # before blosa_kernels imports triton
-        else:
-            os.environ.pop("TRITON_INTERPRET", None)  # the compiled kernels' launch path
-            import triton_stand_in
-
-            triton_stand_in.install()
-        import blosa_kernels.op as triton_op
-
-        if backend == "triton-stubbed":
-            triton_op._launch = lambda *args, **kwargs: None
-        else:
-            triton_op._check_device = lambda t: None  # CPU tensors stand in for CUDA ones
-        backend = "triton"
-    if backend == "triton":
-        if args.device == "cpu" and args.backend == "triton":
-            ap.error("--backend triton runs on CUDA tensors (--device cuda); "
-                     "on CPU, use triton-stubbed")
-        block_len = 8
+            ap.error(f"--backend {args.backend} runs on CPU tensors")
+        use_triton_on_cpu(args.backend)
+    elif args.backend == "triton" and args.device == "cpu":
+        ap.error("--backend triton runs on CUDA tensors (--device cuda); on CPU, use "
+                 "triton-stand-in or triton-stubbed")
+    backend = "triton" if args.backend.startswith("triton") else args.backend
+    block_len = 8 if backend == "triton" else 1
     torch.set_num_threads(1)
     dev = torch.device(args.device)
     sync = torch.cuda.synchronize if dev.type == "cuda" else (lambda: None)

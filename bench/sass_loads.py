@@ -167,6 +167,18 @@ def reads_before_last_load(code: list[tuple[int, str]]) -> int:
     return early
 
 
+def longest_load_run(code: list[tuple[int, str]]) -> int:
+    """The most global loads issued one after another with no float add between them."""
+    longest = run = 0
+    for _, text in code:
+        if "LDG" in text:
+            run += 1
+            longest = max(longest, run)
+        elif re.search(r"\b[FD]ADD\b", text):
+            run = 0
+    return longest
+
+
 def matching(sass: str, pattern: str):
     """(mangled name, code) of each function of `sass` whose name matches `pattern`."""
     return [(name, code) for name, code in parse_functions(sass).items() if re.search(pattern, name)]

@@ -10,7 +10,7 @@ driver's launch. With this driver installed, kernels compile for sm_90 as on an 
 C launcher is a Python function that reads each tensor argument's pointer, as the C launcher
 does, and launches nothing. The autotuner's benchmark is replaced by a fixed ranking (it times
 kernels on a GPU). So host times measured with it are the first two parts, on this machine's
-CPU, on CPU tensors (the op's device check is lifted). bench/host_overhead.py
+CPU, on CPU tensors (install() lifts the op's device check). bench/host_overhead.py
 --backend triton-stand-in uses it.
 
 It reaches into triton's runtime (`triton.runtime.driver.set_active`, the driver's
@@ -18,6 +18,8 @@ It reaches into triton's runtime (`triton.runtime.driver.set_active`, the driver
 GPU machines') and 3.8 (tests/test_bench_tools.py runs it under both in CI).
 """
 from __future__ import annotations
+
+import os
 
 import torch
 from triton.backends.compiler import GPUTarget
@@ -86,6 +88,15 @@ def _ranked(self, *args, config, **kwargs):
 
 
 def install() -> None:
-    """Makes the stand-in triton's active driver and the autotuner's benchmark a fixed ranking."""
+    """Makes the stand-in triton's active driver, the autotuner's benchmark a fixed ranking, and
+    lets the Triton op take CPU tensors (they stand in for CUDA ones). Call it before anything
+    imports blosa_kernels with TRITON_INTERPRET=1, which would run the interpreter instead."""
+    os.environ.pop("TRITON_INTERPRET", None)  # read when blosa_kernels and its kernels load
     driver.set_active(StandInDriver())
     Autotuner._bench = _ranked
+    import blosa_kernels.op
+
+    if blosa_kernels.configs.INTERPRET:
+        raise RuntimeError("triton_stand_in.install(): blosa_kernels was imported with "
+                           "TRITON_INTERPRET=1 set; install the stand-in first")
+    blosa_kernels.op._check_device = lambda t: None

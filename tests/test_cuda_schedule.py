@@ -182,18 +182,6 @@ def test_dense_kernels_are_shorter_and_no_larger(kernels, dumped, kernel, dtype)
             f"{dense}: {dense_regs} registers, the general kernel {general_regs}")
 
 
-def longest_load_run(code) -> int:
-    """The most global loads issued one after another with no add between them."""
-    longest = run = 0
-    for _, text in code:
-        if "LDG" in text:
-            run += 1
-            longest = max(longest, run)
-        elif re.search(r"\b[FD]ADD\b", text):
-            run = 0
-    return longest
-
-
 def test_column_sums_issue_eight_loads_at_once(kernels, dumped):
     # column_sums (csrc/cuda/column_sums.cuh) is a latency-bound stream of a few loads a thread
     # (8 at r = 8's sizes): its loop, unrolled 8 times, must issue 8 rows' loads before adding
@@ -204,5 +192,6 @@ def test_column_sums_issue_eight_loads_at_once(kernels, dumped):
     assert len(functions) == 7, f"{len(functions)} column_sums kernels in the build"
     registers = sass_loads.registers(dumped[1])
     for name, code in functions.items():
-        assert longest_load_run(code) >= 8, f"{name}: {longest_load_run(code)} loads at once"
+        run = sass_loads.longest_load_run(code)
+        assert run >= 8, f"{name}: {run} loads at once"
         assert registers[name] <= 40, f"{name}: {registers[name]} registers"
