@@ -16,7 +16,9 @@ global loads, global stores (for kernels with no loop, such as the fully unrolle
 ones), the most times one kernel parameter is reloaded (LDC) and, for kernels with no loop,
 how many loads are read before the last load is issued (reads_before_last_load). Also reads
 the cubins that `python -m blosa_kernels.compile_check --cubin-dir DIR` writes
-(--so DIR/NAME.cubin).
+(--so DIR/NAME.cubin); with --per-pair DIR it prints, for the Triton per-block and per-pair
+kernels' autotune configs there, the instructions a thread runs per allowed (query, key,
+feature) triple at r = 8 (loops counted for their 7 steps).
 """
 from __future__ import annotations
 
@@ -117,6 +119,50 @@ def loops(code: list[tuple[int, str]]) -> list[Loop]:
                  for k in range(start, i + 1) if LOAD.search(code[k][1])]
         found.append(Loop(start, i, len(body), mufu, barriers, loads))
     return found
+
+
+def executed(code: list[tuple[int, str]], trips: int) -> int:
+    """Instructions one thread runs if each loop of `code` that does special-function work runs
+    `trips` times and every other instruction once: an estimate from the SASS alone, for kernels
+    with no other loop (the Triton per-block and per-pair kernels; a branch around code a thread
+    skips, such as a 64-bit index path, counts as run)."""
+    return len(code) + sum((trips - 1) * loop.size for loop in loops(code))
+
+
+# compile_check's first case of the Triton per-block and per-pair kernels: a bfloat16 training
+# step at r = 8, direction "forward": 28 allowed pairs per block and feature, and the per-block
+# loops take 7 steps (keys in forward, queries in backward).
+R8_PAIRS, R8_STEPS = 28, 7
+
+
+def per_pair(cubin: str) -> tuple[float, float, int]:
+    """(instructions, special-function ops, registers) per allowed (query, key, feature) triple
+    for one thread of a Triton per-block or per-pair kernel at r = 8 (R8_PAIRS), from a binary
+    named as compile_check --cubin-dir names autotune configs (KERNEL-DTYPE-wWARPS-TILES)."""
+    name = os.path.basename(cubin)
+    kernel = name.split("-")[0]
+    sass, res = dump(cubin, kernel)
+    (mangled, code), = matching(sass, kernel)
+    tile = {k: int(v) for k, v in re.findall(r"-(TILE|G|BD)(\d+)", name)}
+    warps = int(re.search(r"-w(\d+)-", name).group(1))
+    # (block, feature) columns of the program: TILE // 8 blocks of 8 rows, or G blocks.
+    columns = tile.get("G", tile.get("TILE", 0) // 8) * tile["BD"]
+    pairs = R8_PAIRS * columns / (32 * warps)
+    mufu = (sum("MUFU" in text for _, text in code)
+            + sum((R8_STEPS - 1) * loop.mufu for loop in loops(code)))
+    return executed(code, R8_STEPS) / pairs, mufu / pairs, registers(res).get(mangled, 0)
+
+
+def per_pair_report(folder: str) -> str:
+    """per_pair of every autotune config of the per-block and per-pair kernels in a
+    `python -m blosa_kernels.compile_check --cubin-dir` folder, as a table."""
+    lines = ["| binary | registers | instructions per pair | special-function ops per pair |",
+             "|---|---|---|---|"]
+    for cubin in sorted(glob.glob(os.path.join(folder, "*_blocks_kernel-bf16-w*.cubin"))
+                        + glob.glob(os.path.join(folder, "*_pairs_kernel-bf16-w*.cubin"))):
+        instructions, mufu, regs = per_pair(cubin)
+        lines.append(f"| {os.path.basename(cubin)} | {regs} | {instructions:.1f} | {mufu:.2f} |")
+    return "\n".join(lines)
 
 
 def usage(res_usage: str, field: str) -> dict[str, int]:
@@ -259,7 +305,14 @@ def main(argv=None) -> int:
     parser.add_argument("--kernels", default=DEFAULT_KERNELS, help="regex on mangled kernel names")
     parser.add_argument("--whole", action="store_true",
                         help="one line per kernel: whole-kernel counts instead of loops")
+    parser.add_argument("--per-pair", metavar="DIR",
+                        help="instructions per allowed pair of the Triton per-block and per-pair "
+                             "kernels at r = 8, from `python -m blosa_kernels.compile_check "
+                             "--cubin-dir DIR`")
     args = parser.parse_args(argv)
+    if args.per_pair:
+        print(per_pair_report(args.per_pair))
+        return 0
     so = args.so or built_extension()
     if not so or not os.path.exists(so):
         raise SystemExit("no built extension: run `make build` (with BLOSA_CUDA=1), or pass --so")

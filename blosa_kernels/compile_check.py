@@ -7,8 +7,9 @@ twice: with its float scalars (c, 1/c, c·log2 e) as float32, as eager launches 
 float64, as torch.compile may. Then every autotune config of each kernel (configs.py) compiles
 too, and must not spill: a config the GPU autotuner tries must build, and one that spills would
 only waste its time (registers and stack from `cuobjdump -res-usage`, the copy triton bundles).
-Nor may a per-block kernel whose warps fit on its blocks have a barrier (must_not_sync). Needs
-TRITON_INTERPRET unset. Exit status 0 when all compile, none spills and none syncs.
+Nor may a per-block kernel whose warps fit on its blocks have a barrier, nor a per-pair kernel any
+(must_not_sync). Needs TRITON_INTERPRET unset. Exit status 0 when all compile, none spills and
+none syncs.
 With --cubin-dir DIR it also writes each binary there, named kernel-dtype-scalars.cubin (with
 -2, -3, ... for a kernel's second, third case in one dtype, in the order of cases()), and
 each autotune config's, kernel-dtype-wWARPS-TILES.cubin (e.g. bwd_fused_kernel-fp32-w8-BM64-BD32),
@@ -35,8 +36,8 @@ def _signature(fn, dtype, constexprs, float_scalars):
             sig[name] = "*u8"
         elif name in ("lse", "sums", "d_bias_part"):
             sig[name] = "*fp32"
-        elif name == "d_head":  # float32 but for the per-block kernel's
-            sig[name] = f"*{dtype}" if fn.__name__ == "bwd_blocks_kernel" else "*fp32"
+        elif name == "d_head":  # float32 but for the per-block and per-pair kernels'
+            sig[name] = f"*{dtype}" if fn.__name__ in ("bwd_blocks_kernel", "bwd_pairs_kernel") else "*fp32"
         elif name in ("dep", "head", "value", "bias", "out", "grad_out", "d_dep", "d_value"):
             sig[name] = f"*{dtype}"
         elif name in ("c", "inv_c", "c_log2e"):
@@ -48,7 +49,7 @@ def _signature(fn, dtype, constexprs, float_scalars):
 
 def cases():
     """(kernel, pointer dtype, constexprs): every kernel, each dtype, both tanh and pivot modes."""
-    from blosa_kernels import backward, configs, forward
+    from blosa_kernels import backward, configs, forward, pairs
 
     flags = dict(DIR=0)
     # The per-block kernels in the arrangement this triton runs, and (once) in the other one.
@@ -65,6 +66,20 @@ def cases():
                                                   TILE=64, BD=32)
     yield forward.fwd_blocks_kernel, "fp16", dict(other, **lse, FAST_TANH=True, FIXED_PIVOT=True, R=8, TILE=64,
                                                   BD=32)
+    # The per-pair kernels: first a bfloat16 training step at r = 8 (its forward without lse, its
+    # backward recomputing it), then lse, the running max, short blocks (R = 4, 1), every direction.
+    pair_fixed = dict(FIXED_PIVOT=True, R=8, G=4, BD=32)
+    yield pairs.fwd_pairs_kernel, "bf16", dict(flags, **no_lse, **pair_fixed, FAST_TANH=True)
+    yield pairs.fwd_pairs_kernel, "fp32", dict(flags, **lse, **pair_fixed, DIR=1, FAST_TANH=False)
+    yield pairs.fwd_pairs_kernel, "fp16", dict(flags, **no_lse, DIR=2, FIXED_PIVOT=False, FAST_TANH=True, R=4,
+                                               G=4, BD=32)
+    yield pairs.fwd_pairs_kernel, "bf16", dict(flags, **lse, **pair_fixed, DIR=3, FAST_TANH=True)
+    yield pairs.bwd_pairs_kernel, "bf16", dict(flags, SAVED_LSE=False, **pair_fixed, FAST_TANH=True)
+    yield pairs.bwd_pairs_kernel, "fp32", dict(flags, SAVED_LSE=True, **pair_fixed, DIR=3, FAST_TANH=False)
+    yield pairs.bwd_pairs_kernel, "fp16", dict(flags, SAVED_LSE=False, FIXED_PIVOT=False, DIR=2, FAST_TANH=True,
+                                               R=4, G=4, BD=32)
+    yield pairs.bwd_pairs_kernel, "fp32", dict(flags, SAVED_LSE=False, FIXED_PIVOT=True, DIR=1, FAST_TANH=False,
+                                               R=1, G=4, BD=32)
     yield forward.fwd_rows_kernel, "fp16", dict(flags, **lse, DIR=1, FAST_TANH=True, FIXED_PIVOT=True, BM=64,
                                                 BD=64)
     yield forward.fwd_rows_kernel, "fp32", dict(flags, **no_lse, DIR=2, FAST_TANH=False, FIXED_PIVOT=False,
@@ -134,7 +149,10 @@ def barriers(cubin: bytes) -> int | None:
 def must_not_sync(fn, constexprs: dict, num_warps: int) -> bool:
     """A per-block kernel whose warps all fit on its blocks (G = TILE // R >= warps) sums a
     block's rows inside each thread: a barrier there means the tile's arrangement
-    (configs.BLOCK_ROW_AXIS) put warps on the rows."""
+    (configs.BLOCK_ROW_AXIS) put warps on the rows. The per-pair kernels sum nothing across
+    threads at all."""
+    if fn.__name__ in ("fwd_pairs_kernel", "bwd_pairs_kernel"):
+        return True
     if "ROW_AXIS" not in constexprs:
         return False
     from blosa_kernels import configs
@@ -181,7 +199,7 @@ def main(argv=None) -> int:
                                 options=dict(num_warps=num_warps, num_stages=1))
         usage = resources(kernel.asm["cubin"])
         if args.cubin_dir:
-            tile = "-".join(f"{k}{v}" for k, v in constexprs.items() if k in ("TILE", "BM", "BN", "BD"))
+            tile = "-".join(f"{k}{v}" for k, v in constexprs.items() if k in ("TILE", "G", "BM", "BN", "BD"))
             with open(os.path.join(args.cubin_dir, f"{fn.__name__}-{dtype}-w{num_warps}-{tile}.cubin"),
                       "wb") as out:
                 out.write(kernel.asm["cubin"])
@@ -192,7 +210,7 @@ def main(argv=None) -> int:
         status = "SPILLS" if stack else "SYNCS " if synced else "ok "
         print(f"{status} {fn.__name__:<18} {dtype:<5} autotune config num_warps={num_warps:<2} "
               f"registers {regs} stack {stack} barriers {syncs}  {time.time() - t0:5.1f}s  "
-              f"{ {k: v for k, v in constexprs.items() if k in ('TILE', 'BM', 'BN', 'BD')} }")
+              f"{ {k: v for k, v in constexprs.items() if k in ('TILE', 'G', 'BM', 'BN', 'BD')} }")
     return 1 if failed else 0
 
 

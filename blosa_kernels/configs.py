@@ -7,7 +7,7 @@ import os
 
 import triton
 
-from blosa_kernels import backward, forward
+from blosa_kernels import backward, forward, pairs
 
 INTERPRET = os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
 
@@ -39,6 +39,14 @@ if INTERPRET:
 # Blocks up to this length use the per-block kernels; longer ones (and full DiSA) the row-tile
 # kernels. Tests lower it to run the row-tile kernels on small shapes.
 SMALL_BLOCK_MAX = 64
+# Blocks up to this length (R, the power of two >= r: 8 or 0) take the per-pair kernels
+# (pairs.py), which compute only the (query, key) pairs the direction allows: at r = 8 under
+# "forward", 28 per block and feature where the per-block kernels compute 56. 0, or
+# BLOSA_TRITON_PAIRS=0 at import, gives those blocks the per-block kernels.
+_PAIRS = os.environ.get("BLOSA_TRITON_PAIRS") or "1"  # unset or empty: on
+if _PAIRS not in ("0", "1"):
+    raise ValueError(f"BLOSA_TRITON_PAIRS must be '0' or '1', got {_PAIRS!r}")
+PAIRS_MAX = 8 if _PAIRS == "1" else 0
 # Above this scale the scores are shifted by a running max instead of the constant c
 # (exp(-2c) would underflow float32 for c > ~43; KERNEL_NOTES.md section 1).
 FIXED_PIVOT_MAX_SCALE = 40.0
@@ -91,6 +99,13 @@ BLOCK_BWD_CONFIGS = BLOCK_CONFIGS
 ROWS_CONFIGS = [_cfg(w, BM=t, BD=bd) for w, t, bd in _SHAPES]
 DQ_CONFIGS = ROWS_CONFIGS
 DKV_CONFIGS = [_cfg(w, BN=t, BD=bd) for w, t, bd in _SHAPES]
+# The per-pair kernels (pairs.py) hold a block's rows and every state as [G, BD] tiles of one
+# element a thread (G blocks × BD features = 32 × warps): the whole kernel unrolled, at r = 8
+# 54-57 registers forward and 89-95 backward on sm_90 (bfloat16 and float32, triton 3.8 and
+# 3.6). Two elements a thread took them to 80-106 and 166-168 (triton 3.8). The shapes differ in
+# warps and in blocks per program.
+PAIRS_CONFIGS = [_cfg(w, G=g, BD=bd)
+                 for w, g, bd in ((4, 4, 32), (8, 8, 32), (4, 2, 64), (2, 2, 32))]
 # The fused backward sums, for each key it streams, the tile's d_dep and d_value terms across
 # the tile's rows: a reduction across warps through shared memory, with barriers (per key: 4 on
 # 8 warps, 2 on 4, 4 on 2, 1 on 1). Its shapes (warps, BD) trade that against warps per SM.
@@ -116,6 +131,8 @@ def _tuned(kernel, configs, key):
 
 # Plain kernels (the interpreter, or AUTOTUNE off) and their autotuned twins (GPU).
 PLAIN = {
+    "fwd_pairs": pairs.fwd_pairs_kernel,
+    "bwd_pairs": pairs.bwd_pairs_kernel,
     "fwd_blocks": forward.fwd_blocks_kernel,
     "fwd_rows": forward.fwd_rows_kernel,
     "bwd_blocks": backward.bwd_blocks_kernel,
@@ -125,6 +142,8 @@ PLAIN = {
     "bwd_dkv_sums": backward.bwd_dkv_sums_kernel,
 }
 CONFIGS = {
+    "fwd_pairs": (PAIRS_CONFIGS, _SMALL_KEY),
+    "bwd_pairs": (PAIRS_CONFIGS, _SMALL_KEY),
     "fwd_blocks": (BLOCK_CONFIGS, _SMALL_KEY),
     "fwd_rows": (ROWS_CONFIGS, _ROWS_KEY),
     "bwd_blocks": (BLOCK_BWD_CONFIGS, _SMALL_KEY),
@@ -155,6 +174,8 @@ def interpreter_meta(kind: str, d: int, R: int = 1) -> dict:
     bd = min(64, triton.next_power_of_2(max(d, 1)))
     if kind in ("fwd_blocks", "bwd_blocks"):
         return {"TILE": max(R, 32), "BD": bd}
+    if kind in ("fwd_pairs", "bwd_pairs"):
+        return {"G": 4, "BD": bd}
     # Row tiles of 16 so that tests reach the inner (unmasked) key ranges at small n.
     if kind in ("fwd_rows", "bwd_dq"):
         return {"BM": 16, "BD": bd}

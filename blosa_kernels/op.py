@@ -10,7 +10,7 @@
          (a forward with compute_lse=False) is recomputed, and out is then not read
 
 A differentiable call saves lse only for blocks longer than configs.SMALL_BLOCK_MAX: the
-per-block backward holds a whole block's keys and recomputes the softmax for free.
+per-pair and per-block backwards hold a whole block's keys and recompute the softmax for free.
 
 Both are `triton_op`s launching through `wrap_triton`, so torch.compile(fullgraph=True) sees the
 kernels; under TRITON_INTERPRET=1 they run on CPU tensors (launched directly, not wrapped).
@@ -67,6 +67,8 @@ class _Launch:
         self.r, self.R = _block_lengths(n, block_len)
         self.nblk = _cdiv(n, self.r) if n else 0
         self.small = self.R <= configs.SMALL_BLOCK_MAX
+        # Short blocks: the per-pair kernels (pairs.py) rather than the per-block ones.
+        self.pairs = self.small and self.R <= configs.PAIRS_MAX
         scale = float(scale)
         self.c, self.inv_c, self.c_log2e = scale, 1.0 / scale, scale * math.log2(math.e)
         self.flags = dict(
@@ -77,6 +79,9 @@ class _Launch:
 
     def blocks_grid(self):
         return lambda m: (self.B * _cdiv(self.nblk, m["TILE"] // self.R), _cdiv(self.d, m["BD"]))
+
+    def pairs_grid(self):
+        return lambda m: (self.B * _cdiv(self.nblk, m["G"]), _cdiv(self.d, m["BD"]))
 
     def rows_grid(self, rows):
         return lambda m: (self.B * _cdiv(self.n, m[rows]), _cdiv(self.d, m["BD"]))
@@ -139,7 +144,12 @@ def masked_block_attn_triton_fwd(
     # Without lse the kernels never store through its pointer: out stands in for it.
     lse_arg = lse if compute_lse else out
     flags = dict(L.flags, FIXED_PIVOT=fixed, WRITE_LSE=compute_lse)
-    if L.small:
+    if L.pairs:
+        _launch(
+            "fwd_pairs", L, L.pairs_grid(), dep, head, value, bias_arg, mask_arg, out, lse_arg,
+            L.n, L.d, L.r, L.nblk, L.c, L.inv_c, L.c_log2e, R=L.R, **flags,
+        )
+    elif L.small:
         _launch(
             "fwd_blocks", L, L.blocks_grid(), dep, head, value, bias_arg, mask_arg, out, lse_arg,
             L.n, L.d, L.r, L.nblk, L.c, L.inv_c, L.c_log2e, R=L.R, ROW_AXIS=configs.BLOCK_ROW_AXIS,
@@ -181,15 +191,19 @@ def masked_block_attn_triton_bwd(
     # z = dep_i + head_j + bias, so d_bias is d_head summed over batch and queries, from
     # unrounded values (torch's reductions: deterministic for a given shape).
     if L.small:
-        # The per-block kernel sums each block's d_head (float32) itself, and writes every row.
+        # The per-block and per-pair kernels sum each block's d_head (float32) themselves, and
+        # write every row.
         d_head = torch.empty_like(dep)
         d_bias_part = torch.empty((B * L.nblk, d), dtype=torch.float32, device=dep.device)
-        _launch(
-            "bwd_blocks", L, L.blocks_grid(), *common, d_dep, d_head, d_value, d_bias_part,
-            L.n, L.d, L.r, L.nblk, L.inv_c, L.c_log2e, R=L.R,
-            ROW_AXIS=configs.BLOCK_ROW_AXIS, SAVED_LSE=saved_lse,
-            FIXED_PIVOT=saved_lse or L.c <= configs.FIXED_PIVOT_MAX_SCALE, **L.flags,
-        )
+        args = (*common, d_dep, d_head, d_value, d_bias_part,
+                L.n, L.d, L.r, L.nblk, L.inv_c, L.c_log2e)
+        flags = dict(L.flags, R=L.R, SAVED_LSE=saved_lse,
+                     FIXED_PIVOT=saved_lse or L.c <= configs.FIXED_PIVOT_MAX_SCALE)
+        if L.pairs:
+            _launch("bwd_pairs", L, L.pairs_grid(), *args, **flags)
+        else:
+            _launch("bwd_blocks", L, L.blocks_grid(), *args, ROW_AXIS=configs.BLOCK_ROW_AXIS,
+                    **flags)
         return d_dep, d_head, d_value, d_bias_part.sum(dim=0).to(dep.dtype)
     # The row-tile kernels write d_head in float32, summed for d_bias, then rounded; zero-filled
     # because they skip queries that can have no key.

@@ -59,11 +59,15 @@ def test_variant_sweep_runs_each_cuda_variant_on_the_config_it_changes():
 
 
 def test_triton_variants_follow_the_triton_default():
-    jobs = list(gpu_rates.jobs(["cuda", "triton"], ["tile4"], ["fused", "fused+fast32"]))
+    jobs = list(gpu_rates.jobs(["cuda", "triton"], ["tile4"], ["fused", "fused+fast32", "per-block"]))
     triton = [j for j in jobs if j[1] == "triton"]
-    assert [j[0] for j in triton] == ["triton"] * 14 + ["triton fused"] * 4 + ["triton fused+fast32"] * 4
-    assert triton[-1][2] == {"BACKWARD": "fused", "FAST_TANH_DTYPES": ("float32", "float16", "bfloat16")}
-    assert all(j[4][0] == "one block" for j in triton[14:])
+    assert [j[0] for j in triton] == (["triton"] * 14 + ["triton fused"] * 4 + ["triton fused+fast32"] * 4
+                                      + ["triton per-block"] * 4)
+    assert triton[21][2] == {"BACKWARD": "fused", "FAST_TANH_DTYPES": ("float32", "float16", "bfloat16")}
+    assert all(j[4][0] == "one block" for j in triton[14:22])
+    # per-block: the kernels of blocks of up to 8, so at r = 8
+    assert triton[-1][2] == {"PAIRS_MAX": 0}
+    assert all(j[4][0] == "r=8" for j in triton[22:])
     with pytest.raises(ValueError, match="'fast'"):
         gpu_rates.triton_variant_settings("fused+fast")
 
@@ -283,7 +287,7 @@ def test_triton_stand_in_runs_the_launch_path():
     run = subprocess.run([sys.executable, "-c", STAND_IN_CALL.format(bench=bench)],
                          capture_output=True, text=True, env=env, timeout=600)
     assert run.returncode == 0, run.stderr[-3000:]
-    assert run.stdout.split() == ["fwd_blocks_kernel,bwd_blocks_kernel"], run.stdout
+    assert run.stdout.split() == ["fwd_pairs_kernel,bwd_pairs_kernel"], run.stdout
     timing = subprocess.run([sys.executable, os.path.join(bench, "host_overhead.py"),
                              "--backend", "triton-stand-in", "--calls", "5"],
                             capture_output=True, text=True, env=env, timeout=600)

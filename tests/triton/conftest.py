@@ -50,6 +50,12 @@ def autotuned(monkeypatch):
 
 
 @pytest.fixture
+def per_block_kernels(monkeypatch):
+    """The per-block kernels for blocks of at most 8 too, in place of the per-pair ones."""
+    monkeypatch.setattr(configs, "PAIRS_MAX", 0)
+
+
+@pytest.fixture
 def rows_kernels(monkeypatch):
     """Force the row-tile kernels (used for blocks longer than 64) with the split backward on
     small shapes."""

@@ -77,6 +77,30 @@ def test_loops_load_ahead(cubins, kernel):
     assert checked, f"{kernel}: no global load found in a loop"
 
 
+@pytest.mark.parametrize("stage", ["fwd", "bwd"])
+def test_per_pair_kernels_run_at_most_three_fifths_of_the_instructions_per_pair(cubins, stage):
+    # At r = 8 the per-block kernels compute all 8 queries at each key step, 56 pairs for the 28
+    # that "forward" allows; the per-pair kernels compute the 28, unrolled. By the machine code
+    # (triton 3.8 and 3.6; python bench/sass_loads.py --per-pair DIR prints it): forward 24
+    # instructions a pair against at least 44, backward 35-36 against at least 71. Computing
+    # every pair (broken on purpose), forward 32-33 and backward 57: it would not pass.
+    def rates(kind):
+        found = sorted(cubins.glob(f"{stage}_{kind}_kernel-bf16-w*.cubin"))
+        assert found, f"no autotune config of {stage}_{kind}_kernel compiled"
+        return [sass_loads.per_pair(str(cubin))[0] for cubin in found]
+
+    per_pair, per_block = rates("pairs"), rates("blocks")
+    assert max(per_pair) <= 0.6 * min(per_block), (per_pair, per_block)
+
+
+def test_per_pair_report_lists_every_config(cubins):
+    rows = sass_loads.per_pair_report(str(cubins)).splitlines()[2:]
+    names = [row.split(" | ")[0].strip("| ") for row in rows]
+    assert len(names) == 16  # four autotune configs of each of the four kernels
+    assert {name.split("-")[0] for name in names} == {"fwd_blocks_kernel", "bwd_blocks_kernel",
+                                                     "fwd_pairs_kernel", "bwd_pairs_kernel"}
+
+
 def test_sfu_benchmark_loops_compile():
     # bench/sfu_peak.py runs only on a GPU session; a loop that fails to compile would waste it.
     run_without_interpreter("bench/sfu_peak.py", "--compile-only", "90")

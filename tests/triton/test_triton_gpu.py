@@ -24,8 +24,11 @@ def reference64_cuda(dep, head, value, bias, mask, grad, *settings):
 
 
 @pytest.mark.parametrize("direction", DIRECTIONS)
-@pytest.mark.parametrize("block_len", [8, 37, 100, 0])  # blocks kernels up to 64, rows above
-def test_compiled_float32_matches_reference(direction, block_len):
+# per-pair kernels up to 8 (per-block ones too, as the variant), per-block up to 64, rows above
+@pytest.mark.parametrize("block_len, path", [(8, "default"), (8, "per-block"), (37, "default"),
+                                             (100, "default"), (0, "default")])
+def test_compiled_float32_matches_reference(request, direction, block_len, path):
+    use_path(request, path)
     inputs = make_inputs(2, 300, 96, "holes", True, block_len, torch.float32, "cuda")
     settings = (block_len, direction, 5.0)
     got = run(masked_block_attn_triton, *inputs, *settings)
@@ -57,7 +60,7 @@ def test_compiled_fused_backward_matches_reference(fused_backward, direction, bl
 
 
 # One block of 384 takes the fused backward by default; "rows" routes it to the split one.
-@pytest.mark.parametrize("block_len, path", [(8, "default"), (0, "default"), (0, "rows")])
+@pytest.mark.parametrize("block_len, path", [(8, "default"), (8, "per-block"), (0, "default"), (0, "rows")])
 def test_autotuned_tiles_match_reference(request, autotuned, block_len, path):
     use_path(request, path)
     inputs = make_inputs(3, 384, 300, "right_pad", True, 2, torch.bfloat16, "cuda")

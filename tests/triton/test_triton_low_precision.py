@@ -15,8 +15,10 @@ from triton_testing import (DEVICE, assert_within_twice_reference, make_inputs, 
 
 NAMES = ("out", "d_dep", "d_head", "d_value", "d_bias")
 CASES = [  # (B, n, d, block_len, direction, mask, path)
-    (2, 16, 8, 4, "forward", "holes", "blocks"),
-    (2, 13, 8, 0, "diag", "right_pad", "blocks"),
+    (2, 16, 8, 4, "forward", "holes", "default"),  # per-pair kernels
+    (2, 16, 8, 8, "all", "right_pad", "default"),
+    (2, 16, 8, 4, "backward", "holes", "per-block"),
+    (2, 13, 8, 0, "diag", "right_pad", "default"),  # per-block kernels (blocks of 9 to 64)
     (1, 36, 6, 0, "backward", "holes", "rows"),
     (1, 36, 6, 10, "all", "none", "rows"),
     (2, 36, 6, 0, "forward", "holes", "fused"),

@@ -2,8 +2,9 @@
 
 Case matrix as for the CPU op: the four directions; block_len 1, 3, one that does not divide n,
 = n, > n, 0 (one block); masks none, right padding, random holes, an all-False row; n = 1; bias
-None and given; scales on both sides of the fixed-pivot limit (40). Both tilings run: the
-per-block kernels (blocks up to 64) and, forced by the `rows_kernels` fixture, the row-tile
+None and given; scales on both sides of the fixed-pivot limit (40). Every tiling runs: the
+per-pair kernels (blocks of up to 8), the per-block kernels (up to 64; forced on short blocks
+too by the `per_block_kernels` fixture) and, forced by the `rows_kernels` fixture, the row-tile
 kernels used for longer blocks and full DiSA (n = 36 with 16-row tiles reaches their inner key
 ranges, tiles that straddle blocks and, with block_len 7, partial last blocks), with either
 backward: split, or fused (`fused_backward`; block_len 20 and 0 give blocks of two and three
@@ -71,21 +72,52 @@ def test_row_kernels(request, backward, direction, block_len, mask_kind):
     compare(1, 36, 5, block_len, direction, mask_kind, bias=seed % 2 == 1, scale=5.0, seed=seed)
 
 
+@pytest.mark.parametrize("direction", DIRECTIONS)
+@pytest.mark.parametrize("block_len", [1, 3, 5, 8])
+@pytest.mark.parametrize("mask_kind", ["none", "holes"])
+def test_per_block_kernels_on_short_blocks(per_block_kernels, direction, block_len, mask_kind):
+    # Blocks of up to 8 take the per-pair kernels; the per-block ones must still compute them
+    # (BLOSA_TRITON_PAIRS=0, and the benchmark's variant "per-block").
+    seed = seed_of(direction, block_len, mask_kind, "per-block")
+    compare(2, 13, 6, block_len, direction, mask_kind, bias=seed % 2 == 0, scale=5.0, seed=seed)
+
+
+@pytest.mark.parametrize("block_len, n, kernels", [
+    (1, 13, ("fwd_pairs", "bwd_pairs")), (5, 13, ("fwd_pairs", "bwd_pairs")),
+    (8, 16, ("fwd_pairs", "bwd_pairs")), (9, 13, ("fwd_blocks", "bwd_blocks")),
+    (0, 64, ("fwd_blocks", "bwd_blocks")), (0, 65, ("fwd_rows", "bwd_fused", "bwd_dkv_sums")),
+])
+def test_kernels_by_block_length(monkeypatch, block_len, n, kernels):
+    # Which kernels a differentiable call launches: per-pair for blocks of up to 8 (R <= 8),
+    # per-block up to 64, row tiles above (the fused backward, the forward saving lse).
+    monkeypatch.setattr(configs, "BACKWARD", "fused")
+    launched = []
+    choose = configs.kernel_and_meta
+    monkeypatch.setattr(configs, "kernel_and_meta", lambda kind, *a: launched.append(kind) or choose(kind, *a))
+    compare(1, n, 3, block_len, "forward", "holes", True, 5.0, seed=n + block_len)
+    assert tuple(launched) == kernels
+    monkeypatch.setattr(configs, "PAIRS_MAX", 0)
+    launched.clear()
+    compare(1, n, 3, block_len, "forward", "holes", True, 5.0, seed=n + block_len)
+    assert tuple(launched) == tuple(k.replace("pairs", "blocks") for k in kernels)
+
+
 @pytest.mark.parametrize("scale", [0.5, 40.0, 100.0])  # 100 > 40: running-max softmax
-@pytest.mark.parametrize("path", ["blocks", "rows", "fused"])
+@pytest.mark.parametrize("path", ["default", "per-block", "rows", "fused"])
 def test_scales(request, scale, path):
     use_path(request, path)
-    compare(2, 24, 7, 8 if path == "blocks" else 0, "forward", "holes", True, scale, seed=int(scale * 10))
+    block_len = 8 if path in ("default", "per-block") else 0
+    compare(2, 24, 7, block_len, "forward", "holes", True, scale, seed=int(scale * 10))
 
 
-@pytest.mark.parametrize("path", ["blocks", "rows", "fused"])
+@pytest.mark.parametrize("path", ["default", "per-block", "rows", "fused"])
 def test_n_equals_one(request, path):
     use_path(request, path)
     for direction in DIRECTIONS:
         compare(2, 1, 4, 0, direction, "none", True, 5.0, seed=1)
 
 
-@pytest.mark.parametrize("path", ["blocks", "fused"])
+@pytest.mark.parametrize("path", ["default", "per-block", "fused"])
 def test_wide_features_and_multiple_feature_tiles(request, path):
     use_path(request, path)
     compare(1, 9, 70, 4, "diag", "holes", True, 5.0, seed=3)  # d = 70 > 64: two feature tiles
@@ -104,7 +136,7 @@ def test_non_contiguous_inputs():
     check("non-contiguous", got, reference64(dep, head, value, bias, mask, grad, *settings))
 
 
-@pytest.mark.parametrize("path", ["blocks", "rows", "fused"])
+@pytest.mark.parametrize("path", ["default", "per-block", "rows", "fused"])
 def test_queries_without_keys_get_exact_zeros_and_inf_lse(request, path):
     use_path(request, path)
     dep, head, value, bias, mask, grad = make_inputs(2, 12, 5, "holes", True, 7, torch.float32, DEVICE)

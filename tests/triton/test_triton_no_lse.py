@@ -1,7 +1,8 @@
 """The Triton forward without lse (compute_lse=False, WRITE_LSE=False in the kernels): what a call
-no gradient will reach runs, and a differentiable one in blocks the per-block backward takes
-(it recomputes the softmax: SAVED_LSE=False). Same output as with lse, an empty lse, gradients
-that match the reference either way; both tilings, on CPU through the interpreter and on a GPU."""
+no gradient will reach runs, and a differentiable one in blocks the per-pair and per-block
+backwards take (they recompute the softmax: SAVED_LSE=False). Same output as with lse, an empty
+lse, gradients that match the reference either way; every tiling, on CPU through the interpreter
+and on a GPU."""
 import zlib
 
 import pytest
@@ -16,7 +17,7 @@ DIRECTIONS = ("forward", "backward", "diag", "all")
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 @pytest.mark.parametrize("block_len, scale", [(3, 5.0), (7, 100.0), (0, 5.0)])  # 100 > 40: running max
-@pytest.mark.parametrize("path", ["blocks", "rows"])
+@pytest.mark.parametrize("path", ["default", "per-block", "rows"])
 def test_same_output_and_an_empty_lse(request, path, block_len, scale, dtype):
     use_path(request, path)
     seed = zlib.crc32(repr(("no-lse", path, block_len, dtype, scale)).encode())
@@ -30,7 +31,7 @@ def test_same_output_and_an_empty_lse(request, path, block_len, scale, dtype):
 
 
 @pytest.mark.parametrize("path, block_len, saves", [
-    ("blocks", 3, False), ("blocks", 0, False),  # the per-block backward recomputes lse
+    ("default", 3, False), ("default", 0, False),  # the per-pair / per-block backward recomputes lse
     ("rows", 3, True), ("rows", 0, True),        # the row-tile backward reads it
 ])
 def test_lse_is_asked_for_only_when_a_gradient_needs_it(request, path, block_len, saves):
@@ -58,11 +59,11 @@ def forward_with(compute_lse):
 
 @pytest.mark.parametrize("compute_lse", [True, False])
 @pytest.mark.parametrize("block_len, scale", [(1, 5.0), (3, 5.0), (5, 100.0), (0, 5.0), (0, 100.0)])
-@pytest.mark.parametrize("path", ["blocks", "rows"])
+@pytest.mark.parametrize("path", ["default", "per-block", "rows"])
 def test_gradients_with_and_without_a_saved_lse(request, path, block_len, scale, compute_lse):
-    # Without lse the per-block backward recomputes the softmax in the kernel, the row-tile one
-    # runs the forward first; with it (the per-block backward's other variant, SAVED_LSE=True)
-    # both read it. Every gradient against the float64 reference.
+    # Without lse the per-pair and per-block backwards recompute the softmax in the kernel, the
+    # row-tile one runs the forward first; with it (their other variant, SAVED_LSE=True) all
+    # read it. Every gradient against the float64 reference.
     use_path(request, path)
     seed = zlib.crc32(repr(("grad-no-lse", path, block_len, scale, compute_lse)).encode())
     inputs = make_inputs(2, 13, 6, "empty_row", True, seed, torch.float32, DEVICE)

@@ -1,4 +1,4 @@
-"""What blosa_kernels reads when it is imported: BLOSA_TRITON_BACKWARD, and under
+"""What blosa_kernels reads when it is imported: BLOSA_TRITON_BACKWARD, BLOSA_TRITON_PAIRS, and under
 TRITON_INTERPRET=1 whether that triton's interpreter can run with that numpy (so each case that
 imports it does so afresh, in a process of its own)."""
 import os
@@ -34,6 +34,20 @@ def test_bad_backward_setting_is_named():
     proc = import_with("sideways")
     assert proc.returncode != 0
     assert "BLOSA_TRITON_BACKWARD must be 'split' or 'fused', got 'sideways'" in proc.stderr
+
+
+@pytest.mark.parametrize("value, pairs_max", [("0", 0), ("1", 8), ("", 8)])
+def test_pairs_setting_is_read_at_import(value, pairs_max):
+    # BLOSA_TRITON_PAIRS=0: blocks of up to 8 go to the per-block kernels, not the per-pair ones.
+    proc = run_python("from blosa_kernels import configs; print(configs.PAIRS_MAX)", BLOSA_TRITON_PAIRS=value)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == str(pairs_max)
+
+
+def test_bad_pairs_setting_is_named():
+    proc = run_python("import blosa_kernels", BLOSA_TRITON_PAIRS="yes")
+    assert proc.returncode != 0
+    assert "BLOSA_TRITON_PAIRS must be '0' or '1', got 'yes'" in proc.stderr
 
 
 @pytest.mark.parametrize("triton_version, numpy_version, refused", [

@@ -60,8 +60,10 @@ def assert_within_twice_reference(names, got, low, want):
 
 def use_path(request, path):
     """Route the test's launches: "rows" / "fused", the row-tile kernels with the split / fused
-    backward at every block length (conftest fixtures); "blocks" or "default", the default
-    routing (the per-block kernels for blocks up to 64)."""
-    fixture = {"rows": "rows_kernels", "fused": "fused_backward"}.get(path)
+    backward at every block length; "per-block", the per-block kernels for blocks of up to 8 too
+    (conftest fixtures); "default", the default routing (per-pair kernels for blocks of up to
+    8, per-block ones up to 64, row tiles above)."""
+    fixture = {"rows": "rows_kernels", "fused": "fused_backward",
+               "per-block": "per_block_kernels"}.get(path)
     if fixture:
         request.getfixturevalue(fixture)

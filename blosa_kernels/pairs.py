@@ -1,0 +1,258 @@
+"""Per-pair kernels of masked_block_attn for short blocks (R <= configs.PAIRS_MAX, 8): the
+paper's r = 8 and shorter.
+
+fwd_blocks_kernel and bwd_blocks_kernel keep a block's R rows on an axis of their tile, so each
+key step computes all R queries and masks out the pairs the direction forbids: at r = 8 under
+"forward" or "backward", 56 (query, key) pairs per block and feature for 28 allowed ones. Here
+a program owns G whole blocks and BD features as [G, BD] tiles, holds each of a block's R rows
+as a tile of its own (a tuple of R tiles), and unrolls the loops over queries and keys at
+compile time (`tl.static_range`), so the direction's rule is decided while compiling and only
+its pairs are computed: r(r - 1)/2 under "forward" and "backward", r(r - 1) under "diag", r²
+under "all". What the compiler cannot know stays a per-pair test on [G] (not per feature): a row
+past the end of a short block (r < R) or of the sequence, and the padding mask.
+
+Same meaning, numerics and conventions as the per-block kernels (forward.py, backward.py): scores
+in [-c, c] shifted by c (FIXED_PIVOT) or by a running max that starts at -c; lse +inf for a
+query with no key; a backward that recomputes each query's softmax from the keys it holds
+(SAVED_LSE=False, what a differentiable call runs) or reads the saved lse; d_head in the input
+dtype and each block's d_head sum in float32 (d_bias_part [B · nblk, d], added up by the op).
+Every output element is written by one program, sums run in a fixed order: deterministic.
+
+Arguments as the per-block kernels': pointers to contiguous [B, n, d] tensors (lse float32),
+bias [d] (zeros when None), mask [B, n] uint8 (ones when None); n, d, r (the resolved block
+length, <= R), nblk, scalars c, 1/c, c·log2(e); DIR 0 forward / 1 backward / 2 diag / 3 all.
+"""
+import triton
+import triton.language as tl
+
+from blosa_kernels._math import LOG2E, f32, softmax_result, tanh_f32
+
+
+@triton.constexpr_function
+def pair_allowed(u, v, DIR):
+    """Whether query offset v may attend key offset u of its block under direction DIR, all three
+    compile-time constants: the answer is one too, so an `if` on it is resolved while compiling
+    (and a tuple may grow inside it, which it may not inside a runtime branch)."""
+    return DIR == 3 or (DIR == 0 and u < v) or (DIR == 1 and u > v) or (DIR == 2 and u != v)
+
+
+@triton.jit
+def program_blocks(n, d, r, nblk, G: tl.constexpr, BD: tl.constexpr):
+    """The blocks and features of program (pid 0, pid 1): b (the sequence); o_blk, start, m_blk
+    [G] (each block's index, first position, whether it exists); o_k, m_k [BD] (features, which
+    exist); base [G, BD] (offsets of the features of each block's first row)."""
+    pid = tl.program_id(0)
+    groups = tl.cdiv(nblk, G)
+    b = pid // groups
+    o_blk = (pid % groups) * G + tl.arange(0, G)
+    m_blk = o_blk < nblk
+    start = o_blk * r
+    o_k = tl.program_id(1) * BD + tl.arange(0, BD)
+    m_k = o_k < d
+    base = (b * n + start).to(tl.int64)[:, None] * d + o_k[None, :]
+    return b, o_blk, start, m_blk, o_k, m_k, base
+
+
+@triton.jit
+def row_exists(n, r, start, m_blk, m_k, u):
+    """Row offset u of the program's blocks: m_u [G] (the row exists: u < r, inside the
+    sequence) and m_uk [G, BD] (the elements to load or store)."""
+    m_u = m_blk & (u < r) & (start + u < n)
+    return m_u, m_u[:, None] & m_k[None, :]
+
+
+@triton.jit
+def block_keys(mask, dep, value, b, n, d, r, start, m_blk, m_k, base, inv_c, R: tl.constexpr):
+    """The blocks' R rows as keys, each a [G, BD] float32 tile: dep / c, value; and real [G]
+    (the row exists and is not padding; the same for the row as a query): three tuples of R."""
+    deps = ()
+    vals = ()
+    reals = ()
+    for u in tl.static_range(R):
+        m_u, m_uk = row_exists(n, r, start, m_blk, m_k, u)
+        real_u = m_u & (tl.load(mask + b * n + start + u, mask=m_u, other=0) != 0)
+        deps = deps + (tl.load(dep + base + u * d, mask=m_uk, other=0.0).to(tl.float32) * inv_c,)
+        vals = vals + (tl.load(value + base + u * d, mask=m_uk, other=0.0).to(tl.float32),)
+        reals = reals + (real_u,)
+    return deps, vals, reals
+
+
+@triton.jit
+def block_rows(x, n, d, r, start, m_blk, m_k, base, R: tl.constexpr):
+    """The blocks' R rows of x as loaded (input dtype; 0 where a row does not exist): a tuple
+    of R [G, BD] tiles. Loaded before any math, with the keys: ptxas issues a load where the
+    code puts it, and with each query's rows loaded at its turn, 27 of the forward's loads were
+    read before its last one was issued, each a wait for memory (7 now, the mask bytes; `python
+    bench/sass_loads.py --whole`, bench/RESULTS.md)."""
+    rows = ()
+    for u in tl.static_range(R):
+        _, m_uk = row_exists(n, r, start, m_blk, m_k, u)
+        rows = rows + (tl.load(x + base + u * d, mask=m_uk, other=0.0),)
+    return rows
+
+
+@triton.jit
+def fwd_pairs_kernel(
+    dep, head, value, bias, mask, out, lse,
+    n, d, r, nblk, c, inv_c, c_log2e,
+    DIR: tl.constexpr,
+    FIXED_PIVOT: tl.constexpr, FAST_TANH: tl.constexpr, WRITE_LSE: tl.constexpr,
+    R: tl.constexpr, G: tl.constexpr, BD: tl.constexpr,
+):
+    c, inv_c, c_log2e = f32(c), f32(inv_c), f32(c_log2e)
+    b, o_blk, start, m_blk, o_k, m_k, base = program_blocks(n, d, r, nblk, G, BD)
+    b_bias = tl.load(bias + o_k, mask=m_k, other=0.0).to(tl.float32)[None, :]
+    deps, vals, reals = block_keys(mask, dep, value, b, n, d, r, start, m_blk, m_k, base, inv_c, R)
+    heads = block_rows(head, n, d, r, start, m_blk, m_k, base, R)
+    for v in tl.static_range(R):
+        _, m_vk = row_exists(n, r, start, m_blk, m_k, v)
+        real_v = reals[v]
+        b_q = (heads[v].to(tl.float32) + b_bias) * inv_c
+        b_sum = tl.zeros_like(b_q)
+        b_acc = tl.zeros_like(b_q)
+        b_m = tl.full(b_q.shape, -1.0, dtype=tl.float32) * c_log2e  # running max (log2 units)
+        for u in tl.static_range(R):
+            if pair_allowed(u, v, DIR):
+                allow = reals[u] & real_v
+                t = tanh_f32(deps[u] + b_q, FAST_TANH)
+                if FIXED_PIVOT:
+                    # -inf in the exponent for a pair that is not allowed: one select per
+                    # (query, key) of a block, none per feature (as fwd_blocks_kernel).
+                    off = tl.where(allow, -c_log2e, float("-inf"))
+                    p = tl.exp2(t * c_log2e + off[:, None])
+                    b_sum += p
+                    b_acc += p * vals[u]
+                else:
+                    allow2 = allow[:, None]
+                    s2 = t * c_log2e
+                    m_new = tl.where(allow2, tl.maximum(b_m, s2), b_m)
+                    alpha = tl.exp2(b_m - m_new)
+                    p = tl.where(allow2, tl.exp2(s2 - m_new), 0.0)
+                    b_sum = b_sum * alpha + p
+                    b_acc = b_acc * alpha + p * vals[u]
+                    b_m = m_new
+        b_out, b_lse = softmax_result(b_sum, b_acc, b_m, b_sum > 0.0, c, FIXED_PIVOT)
+        tl.store(out + base + v * d, b_out.to(out.dtype.element_ty), mask=m_vk)
+        if WRITE_LSE:
+            tl.store(lse + base + v * d, b_lse, mask=m_vk)
+
+
+@triton.jit
+def query_probs(deps, reals, real_v, b_q, b_nlse2, c_log2e, v: tl.constexpr, DIR: tl.constexpr,
+                R: tl.constexpr, FAST_TANH: tl.constexpr, SAVED_LSE: tl.constexpr,
+                FIXED_PIVOT: tl.constexpr):
+    """Query v's t = tanh(z / c) and softmax probability p with each key of its block: two
+    tuples of R [G, BD] tiles (b_q where the direction forbids the pair: never read). p comes
+    from the saved lse (b_nlse2 = -lse·log2(e)), or, without it, from the keys held here: a sum
+    and a division per query, no tanh or exp more (pivot c, or the largest allowed score, at
+    least -c, so a query with no key sums to 0 and gets p = 0)."""
+    ts = ()
+    es = ()
+    m2 = tl.full(b_q.shape, -1.0, dtype=tl.float32) * c_log2e
+    for u in tl.static_range(R):
+        if pair_allowed(u, v, DIR):
+            t = tanh_f32(deps[u] + b_q, FAST_TANH)
+            ts = ts + (t,)
+            if not SAVED_LSE and not FIXED_PIVOT:
+                m2 = tl.where((reals[u] & real_v)[:, None], tl.maximum(m2, t * c_log2e), m2)
+        else:
+            ts = ts + (b_q,)
+    total = tl.zeros_like(b_q)
+    for u in tl.static_range(R):
+        if pair_allowed(u, v, DIR):
+            allow = (reals[u] & real_v)[:, None]
+            if SAVED_LSE:
+                e = tl.where(allow, tl.exp2(ts[u] * c_log2e + b_nlse2), 0.0)
+            elif FIXED_PIVOT:
+                e = tl.where(allow, tl.exp2(ts[u] * c_log2e - c_log2e), 0.0)
+            else:
+                e = tl.where(allow, tl.exp2(ts[u] * c_log2e - m2), 0.0)
+            total += e
+            es = es + (e,)
+        else:
+            es = es + (b_q,)
+    if SAVED_LSE:
+        ps = es
+    else:
+        inv = tl.where(total > 0.0, 1.0 / total, 0.0)
+        ps = ()
+        for u in tl.static_range(R):
+            if pair_allowed(u, v, DIR):
+                ps = ps + (es[u] * inv,)
+            else:
+                ps = ps + (b_q,)
+    return ts, ps
+
+
+@triton.jit
+def bwd_pairs_kernel(
+    grad_out, dep, head, value, bias, mask, out, lse, d_dep, d_head, d_value, d_bias_part,
+    n, d, r, nblk, inv_c, c_log2e,
+    DIR: tl.constexpr,
+    FAST_TANH: tl.constexpr,
+    SAVED_LSE: tl.constexpr,
+    FIXED_PIVOT: tl.constexpr,
+    R: tl.constexpr, G: tl.constexpr, BD: tl.constexpr,
+):
+    inv_c, c_log2e = f32(inv_c), f32(c_log2e)
+    b, o_blk, start, m_blk, o_k, m_k, base = program_blocks(n, d, r, nblk, G, BD)
+    b_bias = tl.load(bias + o_k, mask=m_k, other=0.0).to(tl.float32)[None, :]
+    deps, vals, reals = block_keys(mask, dep, value, b, n, d, r, start, m_blk, m_k, base, inv_c, R)
+    heads = block_rows(head, n, d, r, start, m_blk, m_k, base, R)
+    grads = block_rows(grad_out, n, d, r, start, m_blk, m_k, base, R)
+    if SAVED_LSE:
+        lses = block_rows(lse, n, d, r, start, m_blk, m_k, base, R)
+    else:
+        lses = heads  # unused
+    dds = ()  # d_dep and d_value of each key, summed over the queries that attend it
+    dvs = ()
+    for u in tl.static_range(R):
+        dds = dds + (tl.zeros([G, BD], dtype=tl.float32),)
+        dvs = dvs + (tl.zeros([G, BD], dtype=tl.float32),)
+    b_db = tl.zeros([G, BD], dtype=tl.float32)  # each block's d_head, summed over its queries
+    for v in tl.static_range(R):
+        _, m_vk = row_exists(n, r, start, m_blk, m_k, v)
+        real_v = reals[v]
+        p_v = base + v * d
+        b_q = (heads[v].to(tl.float32) + b_bias) * inv_c
+        b_g = grads[v].to(tl.float32)
+        if SAVED_LSE:
+            b_nlse2 = -lses[v] * LOG2E
+        else:
+            b_nlse2 = b_q  # unused
+        ts, ps = query_probs(deps, reals, real_v, b_q, b_nlse2, c_log2e, v, DIR, R, FAST_TANH,
+                             SAVED_LSE, FIXED_PIVOT)
+        # The query's output recomputed in float32 from the keys held here, not read from the
+        # saved `out` (rounded to the input dtype: its error would be summed into d_bias).
+        b_o = tl.zeros_like(b_q)
+        for u in tl.static_range(R):
+            if pair_allowed(u, v, DIR):
+                b_o += ps[u] * vals[u]
+        # dz = p g (value_u - o)(1 - t²): d_head[v] = Σ_u dz, d_dep[u] = Σ_v dz and
+        # d_value[u] = Σ_v p g.
+        b_dh = tl.zeros_like(b_q)
+        new_dds = ()
+        new_dvs = ()
+        for u in tl.static_range(R):
+            if pair_allowed(u, v, DIR):
+                pg = ps[u] * b_g
+                dz = pg * (vals[u] - b_o) * (1.0 - ts[u] * ts[u])
+                b_dh += dz
+                new_dds = new_dds + (dds[u] + dz,)
+                new_dvs = new_dvs + (dvs[u] + pg,)
+            else:
+                new_dds = new_dds + (dds[u],)
+                new_dvs = new_dvs + (dvs[u],)
+        dds = new_dds
+        dvs = new_dvs
+        b_db += b_dh
+        # Every existing row gets its d_head, 0 for a query with no key: no zero-fill needed.
+        tl.store(d_head + p_v, b_dh.to(d_head.dtype.element_ty), mask=m_vk)
+    for u in tl.static_range(R):
+        _, m_uk = row_exists(n, r, start, m_blk, m_k, u)
+        tl.store(d_dep + base + u * d, dds[u].to(d_dep.dtype.element_ty), mask=m_uk)
+        tl.store(d_value + base + u * d, dvs[u].to(d_value.dtype.element_ty), mask=m_uk)
+    # Each block's d_head summed over its queries, unrounded: d_bias's part (the caller adds up
+    # the B · nblk rows), as bwd_blocks_kernel.
+    p_b = (b * nblk + o_blk).to(tl.int64)[:, None] * d + o_k[None, :]
+    tl.store(d_bias_part + p_b, b_db, mask=m_blk[:, None] & m_k[None, :])
