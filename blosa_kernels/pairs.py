@@ -141,11 +141,13 @@ def fwd_pairs_kernel(
 def query_probs(deps, reals, real_v, b_q, b_nlse2, c_log2e, v: tl.constexpr, DIR: tl.constexpr,
                 R: tl.constexpr, FAST_TANH: tl.constexpr, SAVED_LSE: tl.constexpr,
                 FIXED_PIVOT: tl.constexpr):
-    """Query v's t = tanh(z / c) and softmax probability p with each key of its block: two
-    tuples of R [G, BD] tiles (b_q where the direction forbids the pair: never read). p comes
-    from the saved lse (b_nlse2 = -lse·log2(e)), or, without it, from the keys held here: a sum
-    and a division per query, no tanh or exp more (pivot c, or the largest allowed score, at
-    least -c, so a query with no key sums to 0 and gets p = 0)."""
+    """Query v's t = tanh(z / c) with each key of its block and its softmax probabilities as
+    p = e · inv: two tuples of R [G, BD] tiles, t and e (b_q where the direction forbids the
+    pair: never read), and inv [G, BD]. With the saved lse (b_nlse2 = -lse·log2(e)) e is p and
+    inv 1; without it e = exp(s - pivot) from the keys held here and inv = 1 / Σ e: a sum and
+    a division per query, no tanh or exp more (pivot c, or the largest allowed score, at least
+    -c, so a query with no key sums to 0 and gets p = 0). Left unnormalized, e serves the
+    backward's per-pair products with inv folded into per-query factors."""
     ts = ()
     es = ()
     m2 = tl.full(b_q.shape, -1.0, dtype=tl.float32) * c_log2e
@@ -172,16 +174,10 @@ def query_probs(deps, reals, real_v, b_q, b_nlse2, c_log2e, v: tl.constexpr, DIR
         else:
             es = es + (b_q,)
     if SAVED_LSE:
-        ps = es
+        inv = tl.full(b_q.shape, 1.0, dtype=tl.float32)
     else:
         inv = tl.where(total > 0.0, 1.0 / total, 0.0)
-        ps = ()
-        for u in tl.static_range(R):
-            if pair_allowed(u, v, DIR):
-                ps = ps + (es[u] * inv,)
-            else:
-                ps = ps + (b_q,)
-    return ts, ps
+    return ts, es, inv
 
 
 @triton.jit
@@ -220,14 +216,17 @@ def bwd_pairs_kernel(
             b_nlse2 = -lses[v] * LOG2E
         else:
             b_nlse2 = b_q  # unused
-        ts, ps = query_probs(deps, reals, real_v, b_q, b_nlse2, c_log2e, v, DIR, R, FAST_TANH,
-                             SAVED_LSE, FIXED_PIVOT)
+        ts, es, inv = query_probs(deps, reals, real_v, b_q, b_nlse2, c_log2e, v, DIR, R, FAST_TANH,
+                                  SAVED_LSE, FIXED_PIVOT)
         # The query's output recomputed in float32 from the keys held here, not read from the
         # saved `out` (rounded to the input dtype: its error would be summed into d_bias).
         b_o = tl.zeros_like(b_q)
         for u in tl.static_range(R):
             if pair_allowed(u, v, DIR):
-                b_o += ps[u] * vals[u]
+                b_o += es[u] * vals[u]
+        # p = e · inv: o and p·g take the query's inv in one product each, not one a pair.
+        b_o = b_o * inv
+        b_ig = inv * b_g
         # dz = p g (value_u - o)(1 - t²): d_head[v] = Σ_u dz, d_dep[u] = Σ_v dz and
         # d_value[u] = Σ_v p g.
         b_dh = tl.zeros_like(b_q)
@@ -235,7 +234,7 @@ def bwd_pairs_kernel(
         new_dvs = ()
         for u in tl.static_range(R):
             if pair_allowed(u, v, DIR):
-                pg = ps[u] * b_g
+                pg = es[u] * b_ig
                 dz = pg * (vals[u] - b_o) * (1.0 - ts[u] * ts[u])
                 b_dh += dz
                 new_dds = new_dds + (dds[u] + dz,)

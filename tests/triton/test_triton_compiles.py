@@ -82,7 +82,7 @@ def test_per_pair_kernels_run_at_most_three_fifths_of_the_instructions_per_pair(
     # At r = 8 the per-block kernels compute all 8 queries at each key step, 56 pairs for the 28
     # that "forward" allows; the per-pair kernels compute the 28, unrolled. By the machine code
     # (triton 3.8 and 3.6; python bench/sass_loads.py --per-pair DIR prints it): forward 24
-    # instructions a pair against at least 44, backward 35-36 against at least 71. Computing
+    # instructions a pair against at least 44, backward 34-35 against at least 71. Computing
     # every pair (broken on purpose), forward 32-33 and backward 57: it would not pass.
     def rates(kind):
         found = sorted(cubins.glob(f"{stage}_{kind}_kernel-bf16-w*.cubin"))
