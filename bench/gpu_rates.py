@@ -217,14 +217,16 @@ TRITON_VARIANT_PARTS = {
     "split": {"BACKWARD": "split"},  # bwd_dq_kernel + bwd_dkv_kernel
     "fast32": {"FAST_TANH_DTYPES": ("float32", "float16", "bfloat16")},  # tanh.approx.f32 in float32
     "per-block": {"PAIRS_MAX": 0},  # blocks of up to 8 by the per-block kernels, not per pair
+    "general": {"PAIRS_DENSE": False},  # the per-pair kernels with the mask and row tests
 }
 
 
 def triton_variant_settings(variant: str) -> dict:
     """blosa_kernels.configs attributes of a Triton variant: "+"-joined parts, "split" / "fused"
     (the backward of blocks longer than 64), "fast32" (tanh.approx.f32 for float32 inputs
-    too) and "per-block" (the per-block kernels for blocks of up to 8, in place of the per-pair
-    ones), e.g. "split+fast32"."""
+    too), "per-block" (the per-block kernels for blocks of up to 8, in place of the per-pair
+    ones) and "general" (the per-pair kernels with their mask and row tests even where there is
+    no mask and every block is whole), e.g. "split+fast32"."""
     settings = {}
     for part in variant.split("+"):
         if part not in TRITON_VARIANT_PARTS:
@@ -235,9 +237,9 @@ def triton_variant_settings(variant: str) -> dict:
 
 
 def triton_variant_config(variant: str):
-    """The config a Triton variant changes the kernels of: r = 8 for "per-block", else one
-    block."""
-    small = "per-block" in variant.split("+")
+    """The config a Triton variant changes the kernels of: r = 8 for "per-block" and "general",
+    else one block."""
+    small = any(part in ("per-block", "general") for part in variant.split("+"))
     return next(c for c in CONFIGS if c[0] == ("r=8" if small else "one block"))
 
 
@@ -245,9 +247,9 @@ def jobs(backends, cuda_variants, triton_variants=()):
     """(label, backend, variant settings, dtype name, config, mode) of every measurement: each
     backend on every config; after a backend's own, each of its kernel variants in every dtype
     on the config whose kernels it changes (one block, or r = 8 for "vecN", "persistent",
-    "general" and Triton's "per-block"; forward and forward+backward), the CUDA ones before any
-    Triton job so that a slow first Triton compile cannot crowd them out. Settings: environment
-    variables (CUDA) or blosa_kernels.configs attributes."""
+    "general", and Triton's "per-block" and "general"; forward and forward+backward), the CUDA
+    ones before any Triton job so that a slow first Triton compile cannot crowd them out.
+    Settings: environment variables (CUDA) or blosa_kernels.configs attributes."""
     for backend in backends:
         for dname in DTYPES:
             for config in CONFIGS:

@@ -67,19 +67,20 @@ def cases():
     yield forward.fwd_blocks_kernel, "fp16", dict(other, **lse, FAST_TANH=True, FIXED_PIVOT=True, R=8, TILE=64,
                                                   BD=32)
     # The per-pair kernels: first a bfloat16 training step at r = 8 (its forward without lse, its
-    # backward recomputing it), then lse, the running max, short blocks (R = 4, 1), every direction.
-    pair_fixed = dict(FIXED_PIVOT=True, R=8, G=4, BD=32)
-    yield pairs.fwd_pairs_kernel, "bf16", dict(flags, **no_lse, **pair_fixed, FAST_TANH=True)
-    yield pairs.fwd_pairs_kernel, "fp32", dict(flags, **lse, **pair_fixed, DIR=1, FAST_TANH=False)
-    yield pairs.fwd_pairs_kernel, "fp16", dict(flags, **no_lse, DIR=2, FIXED_PIVOT=False, FAST_TANH=True, R=4,
-                                               G=4, BD=32)
-    yield pairs.fwd_pairs_kernel, "bf16", dict(flags, **lse, **pair_fixed, DIR=3, FAST_TANH=True)
-    yield pairs.bwd_pairs_kernel, "bf16", dict(flags, SAVED_LSE=False, **pair_fixed, FAST_TANH=True)
-    yield pairs.bwd_pairs_kernel, "fp32", dict(flags, SAVED_LSE=True, **pair_fixed, DIR=3, FAST_TANH=False)
-    yield pairs.bwd_pairs_kernel, "fp16", dict(flags, SAVED_LSE=False, FIXED_PIVOT=False, DIR=2, FAST_TANH=True,
-                                               R=4, G=4, BD=32)
-    yield pairs.bwd_pairs_kernel, "fp32", dict(flags, SAVED_LSE=False, FIXED_PIVOT=True, DIR=1, FAST_TANH=False,
-                                               R=1, G=4, BD=32)
+    # backward recomputing it), with a mask, then without one in whole blocks (DENSE: the
+    # benchmark's), then lse, the running max, short blocks (R = 4, 1), every direction.
+    pair = dict(flags, FIXED_PIVOT=True, DENSE=False, R=8, G=4, BD=32)
+    yield pairs.fwd_pairs_kernel, "bf16", dict(pair, **no_lse, FAST_TANH=True)
+    yield pairs.fwd_pairs_kernel, "bf16", dict(pair, **no_lse, FAST_TANH=True, DENSE=True)
+    yield pairs.fwd_pairs_kernel, "fp32", dict(pair, **lse, DIR=1, FAST_TANH=False)
+    yield pairs.fwd_pairs_kernel, "fp16", dict(pair, **no_lse, DIR=2, FIXED_PIVOT=False, FAST_TANH=True, R=4)
+    yield pairs.fwd_pairs_kernel, "bf16", dict(pair, **lse, DIR=3, FAST_TANH=True, DENSE=True)
+    yield pairs.bwd_pairs_kernel, "bf16", dict(pair, SAVED_LSE=False, FAST_TANH=True)
+    yield pairs.bwd_pairs_kernel, "bf16", dict(pair, SAVED_LSE=False, FAST_TANH=True, DENSE=True)
+    yield pairs.bwd_pairs_kernel, "fp32", dict(pair, SAVED_LSE=True, DIR=3, FAST_TANH=False)
+    yield pairs.bwd_pairs_kernel, "fp16", dict(pair, SAVED_LSE=False, FIXED_PIVOT=False, DIR=2, FAST_TANH=True,
+                                               R=4, DENSE=True)
+    yield pairs.bwd_pairs_kernel, "fp32", dict(pair, SAVED_LSE=False, DIR=1, FAST_TANH=False, R=1)
     yield forward.fwd_rows_kernel, "fp16", dict(flags, **lse, DIR=1, FAST_TANH=True, FIXED_PIVOT=True, BM=64,
                                                 BD=64)
     yield forward.fwd_rows_kernel, "fp32", dict(flags, **no_lse, DIR=2, FAST_TANH=False, FIXED_PIVOT=False,

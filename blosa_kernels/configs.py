@@ -47,6 +47,11 @@ _PAIRS = os.environ.get("BLOSA_TRITON_PAIRS") or "1"  # unset or empty: on
 if _PAIRS not in ("0", "1"):
     raise ValueError(f"BLOSA_TRITON_PAIRS must be '0' or '1', got {_PAIRS!r}")
 PAIRS_MAX = 8 if _PAIRS == "1" else 0
+# Calls with no mask whose blocks all have R tokens (r a power of two dividing n: the paper's
+# r = 8 benchmark) run the per-pair kernels compiled for that case (DENSE), with no mask bytes
+# to load and no test of a row's existence: at r = 8, bfloat16, 26% fewer instructions forward
+# and 18% backward on sm_90. False gives them the general per-pair kernels.
+PAIRS_DENSE = True
 # Above this scale the scores are shifted by a running max instead of the constant c
 # (exp(-2c) would underflow float32 for c > ~43; KERNEL_NOTES.md section 1).
 FIXED_PIVOT_MAX_SCALE = 40.0

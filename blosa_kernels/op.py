@@ -67,8 +67,12 @@ class _Launch:
         self.r, self.R = _block_lengths(n, block_len)
         self.nblk = _cdiv(n, self.r) if n else 0
         self.small = self.R <= configs.SMALL_BLOCK_MAX
-        # Short blocks: the per-pair kernels (pairs.py) rather than the per-block ones.
+        # Short blocks: the per-pair kernels (pairs.py) rather than the per-block ones; compiled
+        # without the mask and the short-block tests where there is no mask and every block has
+        # all R tokens (configs.PAIRS_DENSE).
         self.pairs = self.small and self.R <= configs.PAIRS_MAX
+        self.dense = (self.pairs and configs.PAIRS_DENSE and mask is None and self.r == self.R
+                      and n % self.r == 0)
         scale = float(scale)
         self.c, self.inv_c, self.c_log2e = scale, 1.0 / scale, scale * math.log2(math.e)
         self.flags = dict(
@@ -147,7 +151,7 @@ def masked_block_attn_triton_fwd(
     if L.pairs:
         _launch(
             "fwd_pairs", L, L.pairs_grid(), dep, head, value, bias_arg, mask_arg, out, lse_arg,
-            L.n, L.d, L.r, L.nblk, L.c, L.inv_c, L.c_log2e, R=L.R, **flags,
+            L.n, L.d, L.r, L.nblk, L.c, L.inv_c, L.c_log2e, R=L.R, DENSE=L.dense, **flags,
         )
     elif L.small:
         _launch(
@@ -200,7 +204,7 @@ def masked_block_attn_triton_bwd(
         flags = dict(L.flags, R=L.R, SAVED_LSE=saved_lse,
                      FIXED_PIVOT=saved_lse or L.c <= configs.FIXED_PIVOT_MAX_SCALE)
         if L.pairs:
-            _launch("bwd_pairs", L, L.pairs_grid(), *args, **flags)
+            _launch("bwd_pairs", L, L.pairs_grid(), *args, DENSE=L.dense, **flags)
         else:
             _launch("bwd_blocks", L, L.blocks_grid(), *args, ROW_AXIS=configs.BLOCK_ROW_AXIS,
                     **flags)

@@ -9,7 +9,9 @@ as a tile of its own (a tuple of R tiles), and unrolls the loops over queries an
 compile time (`tl.static_range`), so the direction's rule is decided while compiling and only
 its pairs are computed: r(r - 1)/2 under "forward" and "backward", r(r - 1) under "diag", r²
 under "all". What the compiler cannot know stays a per-pair test on [G] (not per feature): a row
-past the end of a short block (r < R) or of the sequence, and the padding mask.
+past the end of a short block (r < R) or of the sequence, and the padding mask. With DENSE (no
+mask, and every block has all R tokens: r = R divides n) the compiler knows those too: no mask
+byte is loaded and no row tested.
 
 Same meaning, numerics and conventions as the per-block kernels (forward.py, backward.py): scores
 in [-c, c] shifted by c (FIXED_PIVOT) or by a running max that starts at -c; lse +inf for a
@@ -54,23 +56,31 @@ def program_blocks(n, d, r, nblk, G: tl.constexpr, BD: tl.constexpr):
 
 
 @triton.jit
-def row_exists(n, r, start, m_blk, m_k, u):
+def row_exists(n, r, start, m_blk, m_k, u, DENSE: tl.constexpr):
     """Row offset u of the program's blocks: m_u [G] (the row exists: u < r, inside the
-    sequence) and m_uk [G, BD] (the elements to load or store)."""
-    m_u = m_blk & (u < r) & (start + u < n)
+    sequence; under DENSE every block has all R rows) and m_uk [G, BD] (the elements to load or
+    store)."""
+    if DENSE:
+        m_u = m_blk
+    else:
+        m_u = m_blk & (u < r) & (start + u < n)
     return m_u, m_u[:, None] & m_k[None, :]
 
 
 @triton.jit
-def block_keys(mask, dep, value, b, n, d, r, start, m_blk, m_k, base, inv_c, R: tl.constexpr):
+def block_keys(mask, dep, value, b, n, d, r, start, m_blk, m_k, base, inv_c, R: tl.constexpr,
+               DENSE: tl.constexpr):
     """The blocks' R rows as keys, each a [G, BD] float32 tile: dep / c, value; and real [G]
     (the row exists and is not padding; the same for the row as a query): three tuples of R."""
     deps = ()
     vals = ()
     reals = ()
     for u in tl.static_range(R):
-        m_u, m_uk = row_exists(n, r, start, m_blk, m_k, u)
-        real_u = m_u & (tl.load(mask + b * n + start + u, mask=m_u, other=0) != 0)
+        m_u, m_uk = row_exists(n, r, start, m_blk, m_k, u, DENSE)
+        if DENSE:
+            real_u = m_u
+        else:
+            real_u = m_u & (tl.load(mask + b * n + start + u, mask=m_u, other=0) != 0)
         deps = deps + (tl.load(dep + base + u * d, mask=m_uk, other=0.0).to(tl.float32) * inv_c,)
         vals = vals + (tl.load(value + base + u * d, mask=m_uk, other=0.0).to(tl.float32),)
         reals = reals + (real_u,)
@@ -78,7 +88,7 @@ def block_keys(mask, dep, value, b, n, d, r, start, m_blk, m_k, base, inv_c, R: 
 
 
 @triton.jit
-def block_rows(x, n, d, r, start, m_blk, m_k, base, R: tl.constexpr):
+def block_rows(x, n, d, r, start, m_blk, m_k, base, R: tl.constexpr, DENSE: tl.constexpr):
     """The blocks' R rows of x as loaded (input dtype; 0 where a row does not exist): a tuple
     of R [G, BD] tiles. Loaded before any math, with the keys: ptxas issues a load where the
     code puts it, and with each query's rows loaded at its turn, 27 of the forward's loads were
@@ -86,7 +96,7 @@ def block_rows(x, n, d, r, start, m_blk, m_k, base, R: tl.constexpr):
     bench/sass_loads.py --whole`, bench/RESULTS.md)."""
     rows = ()
     for u in tl.static_range(R):
-        _, m_uk = row_exists(n, r, start, m_blk, m_k, u)
+        _, m_uk = row_exists(n, r, start, m_blk, m_k, u, DENSE)
         rows = rows + (tl.load(x + base + u * d, mask=m_uk, other=0.0),)
     return rows
 
@@ -97,15 +107,17 @@ def fwd_pairs_kernel(
     n, d, r, nblk, c, inv_c, c_log2e,
     DIR: tl.constexpr,
     FIXED_PIVOT: tl.constexpr, FAST_TANH: tl.constexpr, WRITE_LSE: tl.constexpr,
+    DENSE: tl.constexpr,
     R: tl.constexpr, G: tl.constexpr, BD: tl.constexpr,
 ):
     c, inv_c, c_log2e = f32(c), f32(inv_c), f32(c_log2e)
     b, o_blk, start, m_blk, o_k, m_k, base = program_blocks(n, d, r, nblk, G, BD)
     b_bias = tl.load(bias + o_k, mask=m_k, other=0.0).to(tl.float32)[None, :]
-    deps, vals, reals = block_keys(mask, dep, value, b, n, d, r, start, m_blk, m_k, base, inv_c, R)
-    heads = block_rows(head, n, d, r, start, m_blk, m_k, base, R)
+    deps, vals, reals = block_keys(mask, dep, value, b, n, d, r, start, m_blk, m_k, base, inv_c, R,
+                                   DENSE)
+    heads = block_rows(head, n, d, r, start, m_blk, m_k, base, R, DENSE)
     for v in tl.static_range(R):
-        _, m_vk = row_exists(n, r, start, m_blk, m_k, v)
+        _, m_vk = row_exists(n, r, start, m_blk, m_k, v, DENSE)
         real_v = reals[v]
         b_q = (heads[v].to(tl.float32) + b_bias) * inv_c
         b_sum = tl.zeros_like(b_q)
@@ -188,16 +200,18 @@ def bwd_pairs_kernel(
     FAST_TANH: tl.constexpr,
     SAVED_LSE: tl.constexpr,
     FIXED_PIVOT: tl.constexpr,
+    DENSE: tl.constexpr,
     R: tl.constexpr, G: tl.constexpr, BD: tl.constexpr,
 ):
     inv_c, c_log2e = f32(inv_c), f32(c_log2e)
     b, o_blk, start, m_blk, o_k, m_k, base = program_blocks(n, d, r, nblk, G, BD)
     b_bias = tl.load(bias + o_k, mask=m_k, other=0.0).to(tl.float32)[None, :]
-    deps, vals, reals = block_keys(mask, dep, value, b, n, d, r, start, m_blk, m_k, base, inv_c, R)
-    heads = block_rows(head, n, d, r, start, m_blk, m_k, base, R)
-    grads = block_rows(grad_out, n, d, r, start, m_blk, m_k, base, R)
+    deps, vals, reals = block_keys(mask, dep, value, b, n, d, r, start, m_blk, m_k, base, inv_c, R,
+                                   DENSE)
+    heads = block_rows(head, n, d, r, start, m_blk, m_k, base, R, DENSE)
+    grads = block_rows(grad_out, n, d, r, start, m_blk, m_k, base, R, DENSE)
     if SAVED_LSE:
-        lses = block_rows(lse, n, d, r, start, m_blk, m_k, base, R)
+        lses = block_rows(lse, n, d, r, start, m_blk, m_k, base, R, DENSE)
     else:
         lses = heads  # unused
     dds = ()  # d_dep and d_value of each key, summed over the queries that attend it
@@ -207,7 +221,7 @@ def bwd_pairs_kernel(
         dvs = dvs + (tl.zeros([G, BD], dtype=tl.float32),)
     b_db = tl.zeros([G, BD], dtype=tl.float32)  # each block's d_head, summed over its queries
     for v in tl.static_range(R):
-        _, m_vk = row_exists(n, r, start, m_blk, m_k, v)
+        _, m_vk = row_exists(n, r, start, m_blk, m_k, v, DENSE)
         real_v = reals[v]
         p_v = base + v * d
         b_q = (heads[v].to(tl.float32) + b_bias) * inv_c
@@ -248,7 +262,7 @@ def bwd_pairs_kernel(
         # Every existing row gets its d_head, 0 for a query with no key: no zero-fill needed.
         tl.store(d_head + p_v, b_dh.to(d_head.dtype.element_ty), mask=m_vk)
     for u in tl.static_range(R):
-        _, m_uk = row_exists(n, r, start, m_blk, m_k, u)
+        _, m_uk = row_exists(n, r, start, m_blk, m_k, u, DENSE)
         tl.store(d_dep + base + u * d, dds[u].to(d_dep.dtype.element_ty), mask=m_uk)
         tl.store(d_value + base + u * d, dvs[u].to(d_value.dtype.element_ty), mask=m_uk)
     # Each block's d_head summed over its queries, unrounded: d_bias's part (the caller adds up

@@ -59,14 +59,15 @@ def test_variant_sweep_runs_each_cuda_variant_on_the_config_it_changes():
 
 
 def test_triton_variants_follow_the_triton_default():
-    jobs = list(gpu_rates.jobs(["cuda", "triton"], ["tile4"], ["fused", "fused+fast32", "per-block"]))
+    variants = ["fused", "fused+fast32", "per-block", "general"]
+    jobs = list(gpu_rates.jobs(["cuda", "triton"], ["tile4"], variants))
     triton = [j for j in jobs if j[1] == "triton"]
     assert [j[0] for j in triton] == (["triton"] * 14 + ["triton fused"] * 4 + ["triton fused+fast32"] * 4
-                                      + ["triton per-block"] * 4)
+                                      + ["triton per-block"] * 4 + ["triton general"] * 4)
     assert triton[21][2] == {"BACKWARD": "fused", "FAST_TANH_DTYPES": ("float32", "float16", "bfloat16")}
     assert all(j[4][0] == "one block" for j in triton[14:22])
-    # per-block: the kernels of blocks of up to 8, so at r = 8
-    assert triton[-1][2] == {"PAIRS_MAX": 0}
+    # per-block and general: the kernels of blocks of up to 8, so at r = 8
+    assert triton[22][2] == {"PAIRS_MAX": 0} and triton[-1][2] == {"PAIRS_DENSE": False}
     assert all(j[4][0] == "r=8" for j in triton[22:])
     with pytest.raises(ValueError, match="'fast'"):
         gpu_rates.triton_variant_settings("fused+fast")

@@ -93,6 +93,33 @@ def test_per_pair_kernels_run_at_most_three_fifths_of_the_instructions_per_pair(
     assert max(per_pair) <= 0.6 * min(per_block), (per_pair, per_block)
 
 
+def sass_of(cubins, name: str) -> list:
+    """The instructions of the one kernel in compile_check's binary `name`."""
+    kernel = name.split("-")[0]
+    sass, _ = sass_loads.dump(str(cubins / f"{name}.cubin"), kernel)
+    (_, code), = sass_loads.matching(sass, kernel)
+    return code
+
+
+@pytest.mark.parametrize("stage", ["fwd", "bwd"])
+def test_dense_pair_kernels_drop_the_mask_and_row_tests(cubins, stage):
+    # compile_check's first two bfloat16 cases of each per-pair kernel: r = 8, "forward", with a
+    # mask, then DENSE (no mask, whole blocks: the benchmark's calls). Triton 3.8 and 3.6: 664 ->
+    # 488 instructions forward, 960-976 -> 784-800 backward, and no mask byte loaded.
+    general, dense = (sass_of(cubins, f"{stage}_pairs_kernel-bf16-fp32{suffix}")
+                      for suffix in ("", "-2"))
+    assert len(dense) <= 0.85 * len(general), (len(dense), len(general))
+
+    def mask_bytes(code):
+        return sum(bool(re.search(r"\bLDG\.E\.U8\b", text)) for _, text in code)
+
+    assert mask_bytes(general) == 8 and mask_bytes(dense) == 0
+    if stage == "fwd":
+        # It reads none of its loads before issuing the last: one round trip to memory (the
+        # general one reads 5-7 mask bytes and rows as they arrive, so it makes two).
+        assert sass_loads.reads_before_last_load(dense) == 0
+
+
 def test_per_pair_report_lists_every_config(cubins):
     rows = sass_loads.per_pair_report(str(cubins)).splitlines()[2:]
     names = [row.split(" | ")[0].strip("| ") for row in rows]

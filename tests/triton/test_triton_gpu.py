@@ -60,10 +60,13 @@ def test_compiled_fused_backward_matches_reference(fused_backward, direction, bl
 
 
 # One block of 384 takes the fused backward by default; "rows" routes it to the split one.
-@pytest.mark.parametrize("block_len, path", [(8, "default"), (8, "per-block"), (0, "default"), (0, "rows")])
-def test_autotuned_tiles_match_reference(request, autotuned, block_len, path):
+# r = 8 without a mask: the per-pair kernels without mask or row tests (the benchmark's calls).
+@pytest.mark.parametrize("block_len, path, mask_kind", [
+    (8, "default", "right_pad"), (8, "default", "none"), (8, "per-block", "right_pad"),
+    (0, "default", "right_pad"), (0, "rows", "right_pad")])
+def test_autotuned_tiles_match_reference(request, autotuned, block_len, path, mask_kind):
     use_path(request, path)
-    inputs = make_inputs(3, 384, 300, "right_pad", True, 2, torch.bfloat16, "cuda")
+    inputs = make_inputs(3, 384, 300, mask_kind, True, 2, torch.bfloat16, "cuda")
     settings = (block_len, "forward", 5.0)
     got = run(masked_block_attn_triton, *inputs, *settings)
     low = run(masked_block_attn_ref, *inputs, *settings)

@@ -17,6 +17,7 @@ NAMES = ("out", "d_dep", "d_head", "d_value", "d_bias")
 CASES = [  # (B, n, d, block_len, direction, mask, path)
     (2, 16, 8, 4, "forward", "holes", "default"),  # per-pair kernels
     (2, 16, 8, 8, "all", "right_pad", "default"),
+    (2, 16, 8, 8, "backward", "none", "default"),  # per-pair kernels without mask or row tests
     (2, 16, 8, 4, "backward", "holes", "per-block"),
     (2, 13, 8, 0, "diag", "right_pad", "default"),  # per-block kernels (blocks of 9 to 64)
     (1, 36, 6, 0, "backward", "holes", "rows"),

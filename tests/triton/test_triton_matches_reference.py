@@ -102,6 +102,52 @@ def test_kernels_by_block_length(monkeypatch, block_len, n, kernels):
     assert tuple(launched) == tuple(k.replace("pairs", "blocks") for k in kernels)
 
 
+@pytest.fixture
+def dense_flags(monkeypatch):
+    """The DENSE argument of every launch (None where a kernel has none), in order."""
+    from blosa_kernels import op
+
+    flags = []
+    launch = op._launch
+
+    def recording(kind, *args, **kwargs):
+        flags.append(kwargs.get("DENSE"))
+        launch(kind, *args, **kwargs)
+
+    monkeypatch.setattr(op, "_launch", recording)
+    return flags
+
+
+# No mask and blocks that all have R tokens (r = 2, 4, 8 dividing n; one block of 8): the
+# per-pair kernels compiled without the mask and the row tests (DENSE), as the benchmark runs.
+@pytest.mark.parametrize("direction", DIRECTIONS)
+@pytest.mark.parametrize("n, block_len", [(16, 8), (24, 4), (16, 2), (8, 0)])
+@pytest.mark.parametrize("scale", [5.0, 100.0])
+def test_dense_pair_kernels(monkeypatch, dense_flags, direction, n, block_len, scale):
+    dense = dense_flags
+    seed = seed_of(direction, n, block_len, scale, "dense")
+    inputs = make_inputs(3, n, 6, "none", True, seed, torch.float32, DEVICE)
+    settings = (block_len, direction, scale)
+    got = run(masked_block_attn_triton, *inputs, *settings)
+    check(("dense", n, block_len, direction, scale), got, reference64(*inputs, *settings))
+    assert dense == [True, True]  # forward and backward
+    # The same bits as the general per-pair kernels (in the interpreter, which runs both through
+    # the same arithmetic; compiled, ptxas may order them differently).
+    monkeypatch.setattr(configs, "PAIRS_DENSE", False)
+    general = run(masked_block_attn_triton, *inputs, *settings)
+    assert dense[2:] == [False, False]
+    if configs.INTERPRET:
+        assert all(torch.equal(a, b) for a, b in zip(got, general))
+
+
+@pytest.mark.parametrize("mask_kind, n, block_len",
+                         [("holes", 16, 8), ("none", 13, 8), ("none", 12, 3)])
+def test_dense_pair_kernels_only_where_they_apply(dense_flags, mask_kind, n, block_len):
+    # A mask, a short last block (13 = 8 + 5), or r below its R (3 < 4): the general ones.
+    compare(1, n, 3, block_len, "forward", mask_kind, True, 5.0, seed=n + block_len)
+    assert dense_flags == [False, False]
+
+
 @pytest.mark.parametrize("scale", [0.5, 40.0, 100.0])  # 100 > 40: running-max softmax
 @pytest.mark.parametrize("path", ["default", "per-block", "rows", "fused"])
 def test_scales(request, scale, path):
