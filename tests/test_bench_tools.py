@@ -62,9 +62,11 @@ def test_triton_variants_follow_the_triton_default():
     variants = ["fused", "fused+fast32", "per-block", "general"]
     jobs = list(gpu_rates.jobs(["cuda", "triton"], ["tile4"], variants))
     triton = [j for j in jobs if j[1] == "triton"]
-    assert [j[0] for j in triton] == (["triton"] * 14 + ["triton fused"] * 4 + ["triton fused+fast32"] * 4
-                                      + ["triton per-block"] * 4 + ["triton general"] * 4)
-    assert triton[21][2] == {"BACKWARD": "fused", "FAST_TANH_DTYPES": ("float32", "float16", "bfloat16")}
+    assert [j[0] for j in triton] == (["triton"] * 14 + ["triton fused"] * 4
+                                      + ["triton fused+fast32"] * 4 + ["triton per-block"] * 4
+                                      + ["triton general"] * 4)
+    assert triton[21][2] == {"BACKWARD": "fused",
+                             "FAST_TANH_DTYPES": ("float32", "float16", "bfloat16")}
     assert all(j[4][0] == "one block" for j in triton[14:22])
     # per-block and general: the kernels of blocks of up to 8, so at r = 8
     assert triton[22][2] == {"PAIRS_MAX": 0} and triton[-1][2] == {"PAIRS_DENSE": False}

@@ -93,7 +93,12 @@ def test_kernels_by_block_length(monkeypatch, block_len, n, kernels):
     monkeypatch.setattr(configs, "BACKWARD", "fused")
     launched = []
     choose = configs.kernel_and_meta
-    monkeypatch.setattr(configs, "kernel_and_meta", lambda kind, *a: launched.append(kind) or choose(kind, *a))
+
+    def recording(kind, *args):
+        launched.append(kind)
+        return choose(kind, *args)
+
+    monkeypatch.setattr(configs, "kernel_and_meta", recording)
     compare(1, n, 3, block_len, "forward", "holes", True, 5.0, seed=n + block_len)
     assert tuple(launched) == kernels
     monkeypatch.setattr(configs, "PAIRS_MAX", 0)
@@ -124,18 +129,17 @@ def dense_flags(monkeypatch):
 @pytest.mark.parametrize("n, block_len", [(16, 8), (24, 4), (16, 2), (8, 0)])
 @pytest.mark.parametrize("scale", [5.0, 100.0])
 def test_dense_pair_kernels(monkeypatch, dense_flags, direction, n, block_len, scale):
-    dense = dense_flags
     seed = seed_of(direction, n, block_len, scale, "dense")
     inputs = make_inputs(3, n, 6, "none", True, seed, torch.float32, DEVICE)
     settings = (block_len, direction, scale)
     got = run(masked_block_attn_triton, *inputs, *settings)
     check(("dense", n, block_len, direction, scale), got, reference64(*inputs, *settings))
-    assert dense == [True, True]  # forward and backward
+    assert dense_flags == [True, True]  # forward and backward
     # The same bits as the general per-pair kernels (in the interpreter, which runs both through
     # the same arithmetic; compiled, ptxas may order them differently).
     monkeypatch.setattr(configs, "PAIRS_DENSE", False)
     general = run(masked_block_attn_triton, *inputs, *settings)
-    assert dense[2:] == [False, False]
+    assert dense_flags[2:] == [False, False]
     if configs.INTERPRET:
         assert all(torch.equal(a, b) for a, b in zip(got, general))
 
