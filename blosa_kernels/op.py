@@ -108,11 +108,15 @@ def _bias_or_zeros(bias, dep):
     return bias if bias is not None else torch.zeros(dep.shape[-1], dtype=dep.dtype, device=dep.device)
 
 
-def _mask_or_ones(mask_u8, dep):
+def _mask_or_ones(mask_u8, dep, L):
     # Likewise the kernels always read a mask (a byte per key step, next to BM x BD elements of
-    # work); halving the compiled variants matters more for compile and autotune time.
+    # work); halving the compiled variants matters more for compile and autotune time. The
+    # dense per-pair kernels read none: dep stands in for it, and no ones tensor is made (an
+    # allocation and a fill kernel each call).
     if mask_u8 is not None:
         return mask_u8
+    if L.dense:
+        return dep
     return torch.ones(dep.shape[:2], dtype=torch.uint8, device=dep.device)
 
 
@@ -143,7 +147,7 @@ def masked_block_attn_triton_fwd(
         return out, lse
     L = _Launch(dep, bias, mask, block_len, direction, scale)
     bias_arg = _bias_or_zeros(bias, dep)
-    mask_arg = _mask_or_ones(mask_u8, dep)
+    mask_arg = _mask_or_ones(mask_u8, dep, L)
     fixed = L.c <= configs.FIXED_PIVOT_MAX_SCALE
     # Without lse the kernels never store through its pointer: out stands in for it.
     lse_arg = lse if compute_lse else out
@@ -190,7 +194,7 @@ def masked_block_attn_triton_bwd(
     if dep.numel() == 0:
         return d_dep, torch.empty_like(dep), d_value, dep.new_zeros(d)
     bias_arg = _bias_or_zeros(bias, dep)
-    mask_arg = _mask_or_ones(mask_u8, dep)
+    mask_arg = _mask_or_ones(mask_u8, dep, L)
     common = (grad_out, dep, head, value, bias_arg, mask_arg, out, lse)
     # z = dep_i + head_j + bias, so d_bias is d_head summed over batch and queries, from
     # unrounded values (torch's reductions: deterministic for a given shape).

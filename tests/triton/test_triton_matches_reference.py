@@ -144,6 +144,23 @@ def test_dense_pair_kernels(monkeypatch, dense_flags, direction, n, block_len, s
         assert all(torch.equal(a, b) for a, b in zip(got, general))
 
 
+def test_dense_pair_kernels_make_no_ones_mask(monkeypatch):
+    # Without a mask the kernels are given an all-ones one (torch.ones: an allocation and a fill
+    # kernel per forward and backward), but the dense ones read none, so none is made for them.
+    made = []
+    ones = torch.ones
+
+    def recording(*args, **kwargs):
+        made.append(kwargs.get("dtype"))
+        return ones(*args, **kwargs)
+
+    monkeypatch.setattr(torch, "ones", recording)
+    compare(2, 16, 5, 8, "forward", "none", True, 5.0, seed=4)  # dense
+    assert torch.uint8 not in made
+    compare(2, 13, 5, 8, "forward", "none", True, 5.0, seed=5)  # a short last block: general
+    assert made.count(torch.uint8) == 2
+
+
 @pytest.mark.parametrize("mask_kind, n, block_len",
                          [("holes", 16, 8), ("none", 13, 8), ("none", 12, 3)])
 def test_dense_pair_kernels_only_where_they_apply(dense_flags, mask_kind, n, block_len):
