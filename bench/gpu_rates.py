@@ -204,9 +204,10 @@ def variant_env(variant: str) -> dict[str, str]:
 
 
 def variant_config(variant: str):
-    """The config a CUDA variant changes the kernels of: r = 8 for "vecN", "persistent" and
-    "general" (the small-block kernels), else one block (the tiled kernels)."""
-    small = any(part.startswith("vec") or part in ("persistent", "general")
+    """The config a kernel variant changes the kernels of: r = 8 for "vecN", "persistent",
+    "general" (CUDA's and Triton's) and "per-block" (the small-block kernels), else one block
+    (the tiled and row-tile kernels)."""
+    small = any(part.startswith("vec") or part in ("persistent", "general", "per-block")
                 for part in variant.split("+"))
     return next(c for c in CONFIGS if c[0] == ("r=8" if small else "one block"))
 
@@ -236,13 +237,6 @@ def triton_variant_settings(variant: str) -> dict:
     return settings
 
 
-def triton_variant_config(variant: str):
-    """The config a Triton variant changes the kernels of: r = 8 for "per-block" and "general",
-    else one block."""
-    small = any(part in ("per-block", "general") for part in variant.split("+"))
-    return next(c for c in CONFIGS if c[0] == ("r=8" if small else "one block"))
-
-
 def jobs(backends, cuda_variants, triton_variants=()):
     """(label, backend, variant settings, dtype name, config, mode) of every measurement: each
     backend on every config; after a backend's own, each of its kernel variants in every dtype
@@ -256,7 +250,7 @@ def jobs(backends, cuda_variants, triton_variants=()):
                 for mode in config[5]:
                     yield backend, backend, {}, dname, config, mode
         variants = {"cuda": [(v, variant_env(v), variant_config(v)) for v in cuda_variants],
-                    "triton": [(v, triton_variant_settings(v), triton_variant_config(v))
+                    "triton": [(v, triton_variant_settings(v), variant_config(v))
                                for v in triton_variants]}
         for variant, settings, config in variants.get(backend, []):
             for dname in DTYPES:

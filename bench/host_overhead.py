@@ -7,7 +7,7 @@ B=1, n=2, d=1, one CPU thread: the time per call is the Python, dispatcher and a
 overhead that every call pays on top of its kernels (on a GPU, the part that small or fast
 kernels cannot hide). Prints the mean over --calls calls (3000) of the forward under no_grad
 and of forward+backward through torch.autograd.grad, at block length 1 (8 with the triton
-backends: the per-block kernels of a Bi-BloSA step).
+backends: the small-block kernels of a Bi-BloSA step).
 
 --backend triton: the Triton op with its kernels (CUDA tensors), launcher and autotuner
 included. --backend triton-stand-in: the Triton op on CPU tensors with bench/triton_stand_in.py

@@ -121,12 +121,17 @@ def loops(code: list[tuple[int, str]]) -> list[Loop]:
     return found
 
 
-def executed(code: list[tuple[int, str]], trips: int) -> int:
-    """Instructions one thread runs if each loop of `code` that does special-function work runs
-    `trips` times and every other instruction once: an estimate from the SASS alone, for kernels
-    with no other loop (the Triton per-block and per-pair kernels; a branch around code a thread
-    skips, such as a 64-bit index path, counts as run)."""
-    return len(code) + sum((trips - 1) * loop.size for loop in loops(code))
+def executed(code: list[tuple[int, str]], trips: int, opcode: str = "") -> int:
+    """Instructions one thread runs (those whose text holds `opcode`, e.g. "MUFU"; all by
+    default) if each loop of `code` that does special-function work runs `trips` times and every
+    other instruction once: an estimate from the SASS alone, for kernels with no other loop (the
+    Triton per-block and per-pair kernels; a branch around code a thread skips, such as a 64-bit
+    index path, counts as run)."""
+    def count(start: int, end: int) -> int:
+        return sum(opcode in text for _, text in code[start:end])
+
+    return count(0, len(code)) + sum((trips - 1) * count(loop.start, loop.end + 1)
+                                     for loop in loops(code))
 
 
 # compile_check's first case of the Triton per-block and per-pair kernels: a bfloat16 training
@@ -148,9 +153,8 @@ def per_pair(cubin: str) -> tuple[float, float, int]:
     # (block, feature) columns of the program: TILE // 8 blocks of 8 rows, or G blocks.
     columns = tile.get("G", tile.get("TILE", 0) // 8) * tile["BD"]
     pairs = R8_PAIRS * columns / (32 * warps)
-    mufu = (sum("MUFU" in text for _, text in code)
-            + sum((R8_STEPS - 1) * loop.mufu for loop in loops(code)))
-    return executed(code, R8_STEPS) / pairs, mufu / pairs, registers(res).get(mangled, 0)
+    return (executed(code, R8_STEPS) / pairs, executed(code, R8_STEPS, "MUFU") / pairs,
+            registers(res).get(mangled, 0))
 
 
 def per_pair_report(folder: str) -> str:

@@ -306,6 +306,29 @@ def query_row(mask, head, grad_out, out, lse, row, d, o_k, m_k):
 
 
 @triton.jit
+def online_softmax_step(b_sum, b_acc, b_m, t, val, allow, c_log2e, FIXED_PIVOT: tl.constexpr):
+    """One key's step of a query tile's online softmax: the state (sum, acc, running max in log2
+    units) after the key with t = tanh(z / c) and value val (both broadcast against the tile).
+    `allow` says which (query, key) pairs count, with size 1 on the feature axis: at the fixed
+    pivot it becomes -inf in the exponent of a pair that is not allowed, one select per (query,
+    key) and none per feature; otherwise it keeps the running max and p of such a pair."""
+    if FIXED_PIVOT:
+        off = tl.where(allow, -c_log2e, float("-inf"))
+        p = tl.exp2(t * c_log2e + off)
+        b_sum = b_sum + p
+        b_acc = b_acc + p * val
+    else:
+        s2 = t * c_log2e
+        m_new = tl.where(allow, tl.maximum(b_m, s2), b_m)
+        alpha = tl.exp2(b_m - m_new)
+        p = tl.where(allow, tl.exp2(s2 - m_new), 0.0)
+        b_sum = b_sum * alpha + p
+        b_acc = b_acc * alpha + p * val
+        b_m = m_new
+    return b_sum, b_acc, b_m
+
+
+@triton.jit
 def softmax_result(b_sum, b_acc, b_m, has, c, FIXED_PIVOT: tl.constexpr):
     """(out, lse) of the online softmax state: out = acc / sum and the natural-log lse, whose
     pivot is c (FIXED_PIVOT) or the running max b_m (log2 units); where `has` is False (no

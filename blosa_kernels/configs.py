@@ -107,7 +107,8 @@ DKV_CONFIGS = [_cfg(w, BN=t, BD=bd) for w, t, bd in _SHAPES]
 # The per-pair kernels (pairs.py) hold a block's rows and every state as [G, BD] tiles of one
 # element a thread (G blocks × BD features = 32 × warps): the whole kernel unrolled, at r = 8
 # 54-57 registers forward and 92-97 backward on sm_90 (bfloat16 and float32, triton 3.8 and
-# 3.6). Two elements a thread took them to 80-106 and 168 (triton 3.8). The shapes differ in
+# 3.6; `python -m blosa_kernels.compile_check` prints each shape's). Two elements a thread (a
+# shape such as (4, 8, 32) here) took them to 80-106 and 168 (triton 3.8). The shapes differ in
 # warps and in blocks per program.
 PAIRS_CONFIGS = [_cfg(w, G=g, BD=bd)
                  for w, g, bd in ((4, 4, 32), (8, 8, 32), (4, 2, 64), (2, 2, 32))]

@@ -23,8 +23,9 @@ c, 1/c and c·log2(e); DIR 0 forward / 1 backward / 2 diag / 3 all; FAST_TANH: t
 import triton
 import triton.language as tl
 
-from blosa_kernels._math import (block_rows, dir_allows, f32, key_pointers, load_key, pairs_with,
-                                 row_step, row_tile, scaled_queries, softmax_result, spans_tile,
+from blosa_kernels._math import (block_rows, dir_allows, f32, key_pointers, load_key,
+                                 online_softmax_step, pairs_with, row_step, row_tile,
+                                 scaled_queries, softmax_result, spans_tile,
                                  spread_block_rows, spread_blocks, spread_offsets, stream_row,
                                  tanh_f32)
 
@@ -103,23 +104,9 @@ def fwd_blocks_kernel(
         o_u = tl.zeros_like(o_j) + u
         allow = real_j & spread_blocks(raw_real != 0, ROW_AXIS)
         allow = allow & dir_allows(o_u, spread_offsets(o_v, ROW_AXIS), DIR)
-        allow3 = allow[:, :, None]
         t = tanh_f32(b_dep * inv_c + b_q, FAST_TANH)
-        if FIXED_PIVOT:
-            # exp2(c t log2e + off) with off = -c log2e, or -inf for a pair that is not
-            # allowed: the mask costs one select per (query, key), none per feature.
-            off = tl.where(allow, -c_log2e, float("-inf"))
-            p = tl.exp2(t * c_log2e + off[:, :, None])
-            b_sum += p
-            b_acc += p * b_val
-        else:
-            s2 = t * c_log2e
-            m_new = tl.where(allow3, tl.maximum(b_m, s2), b_m)
-            alpha = tl.exp2(b_m - m_new)
-            p = tl.where(allow3, tl.exp2(s2 - m_new), 0.0)
-            b_sum = b_sum * alpha + p
-            b_acc = b_acc * alpha + p * b_val
-            b_m = m_new
+        b_sum, b_acc, b_m = online_softmax_step(b_sum, b_acc, b_m, t, b_val, allow[:, :, None],
+                                                c_log2e, FIXED_PIVOT)
 
     b_out, b_lse = softmax_result(b_sum, b_acc, b_m, b_sum > 0.0, c, FIXED_PIVOT)
     tl.store(out + p_j, b_out.to(out.dtype.element_ty), mask=m_jk)
@@ -170,19 +157,13 @@ def fwd_rows_kernel(
                 if spans_tile(i, inner_lo, inner_hi, m0, last, DIR):
                     p = tl.exp2(t * c_log2e - c_log2e)
                 else:
-                    off = tl.where(allow, -c_log2e, float("-inf"))  # see fwd_blocks_kernel
+                    off = tl.where(allow, -c_log2e, float("-inf"))  # see online_softmax_step
                     p = tl.exp2(t * c_log2e + off[:, None])
                 b_sum += p
                 b_acc += p * b_val[None, :]
             else:
-                allow2 = allow[:, None]
-                s2 = t * c_log2e
-                m_new = tl.where(allow2, tl.maximum(b_m, s2), b_m)
-                alpha = tl.exp2(b_m - m_new)
-                p = tl.where(allow2, tl.exp2(s2 - m_new), 0.0)
-                b_sum = b_sum * alpha + p
-                b_acc = b_acc * alpha + p * b_val[None, :]
-                b_m = m_new
+                b_sum, b_acc, b_m = online_softmax_step(b_sum, b_acc, b_m, t, b_val[None, :],
+                                                        allow[:, None], c_log2e, False)
 
     # Reloaded rather than kept live through the loop (registers).
     real_j = m_j & (tl.load(mask + b * n + o_j, mask=m_j, other=0) != 0)

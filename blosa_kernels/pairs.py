@@ -27,7 +27,7 @@ length, <= R), nblk, scalars c, 1/c, c·log2(e); DIR 0 forward / 1 backward / 2 
 import triton
 import triton.language as tl
 
-from blosa_kernels._math import LOG2E, f32, softmax_result, tanh_f32
+from blosa_kernels._math import LOG2E, f32, online_softmax_step, softmax_result, tanh_f32
 
 
 @triton.constexpr_function
@@ -91,7 +91,7 @@ def block_keys(mask, dep, value, b, n, d, r, start, m_blk, m_k, base, inv_c, R: 
 def block_rows(x, n, d, r, start, m_blk, m_k, base, R: tl.constexpr, DENSE: tl.constexpr):
     """The blocks' R rows of x as loaded (input dtype; 0 where a row does not exist): a tuple
     of R [G, BD] tiles. Loaded before any math, with the keys: ptxas issues a load where the
-    code puts it, and with each query's rows loaded at its turn, 27 of the forward's loads were
+    code puts it, and with each query's rows loaded at its turn, most of the forward's loads were
     read before its last one was issued, each a wait for memory (7 now, the mask bytes; `python
     bench/sass_loads.py --whole`, bench/RESULTS.md)."""
     rows = ()
@@ -127,22 +127,8 @@ def fwd_pairs_kernel(
             if pair_allowed(u, v, DIR):
                 allow = reals[u] & real_v
                 t = tanh_f32(deps[u] + b_q, FAST_TANH)
-                if FIXED_PIVOT:
-                    # -inf in the exponent for a pair that is not allowed: one select per
-                    # (query, key) of a block, none per feature (as fwd_blocks_kernel).
-                    off = tl.where(allow, -c_log2e, float("-inf"))
-                    p = tl.exp2(t * c_log2e + off[:, None])
-                    b_sum += p
-                    b_acc += p * vals[u]
-                else:
-                    allow2 = allow[:, None]
-                    s2 = t * c_log2e
-                    m_new = tl.where(allow2, tl.maximum(b_m, s2), b_m)
-                    alpha = tl.exp2(b_m - m_new)
-                    p = tl.where(allow2, tl.exp2(s2 - m_new), 0.0)
-                    b_sum = b_sum * alpha + p
-                    b_acc = b_acc * alpha + p * vals[u]
-                    b_m = m_new
+                b_sum, b_acc, b_m = online_softmax_step(b_sum, b_acc, b_m, t, vals[u],
+                                                        allow[:, None], c_log2e, FIXED_PIVOT)
         b_out, b_lse = softmax_result(b_sum, b_acc, b_m, b_sum > 0.0, c, FIXED_PIVOT)
         tl.store(out + base + v * d, b_out.to(out.dtype.element_ty), mask=m_vk)
         if WRITE_LSE:

@@ -82,45 +82,38 @@ def test_per_block_kernels_on_short_blocks(per_block_kernels, direction, block_l
     compare(2, 13, 6, block_len, direction, mask_kind, bias=seed % 2 == 0, scale=5.0, seed=seed)
 
 
+@pytest.fixture
+def launches(monkeypatch):
+    """(kernel kind, DENSE argument or None) of every launch, in order."""
+    from blosa_kernels import op
+
+    seen = []
+    launch = op._launch
+
+    def recording(kind, *args, **kwargs):
+        seen.append((kind, kwargs.get("DENSE")))
+        launch(kind, *args, **kwargs)
+
+    monkeypatch.setattr(op, "_launch", recording)
+    return seen
+
+
 @pytest.mark.parametrize("block_len, n, kernels", [
     (1, 13, ("fwd_pairs", "bwd_pairs")), (5, 13, ("fwd_pairs", "bwd_pairs")),
     (8, 16, ("fwd_pairs", "bwd_pairs")), (9, 13, ("fwd_blocks", "bwd_blocks")),
     (0, 64, ("fwd_blocks", "bwd_blocks")), (0, 65, ("fwd_rows", "bwd_fused", "bwd_dkv_sums")),
 ])
-def test_kernels_by_block_length(monkeypatch, block_len, n, kernels):
+def test_kernels_by_block_length(monkeypatch, launches, block_len, n, kernels):
     # Which kernels a differentiable call launches: per-pair for blocks of up to 8 (R <= 8),
     # per-block up to 64, row tiles above (the fused backward, the forward saving lse).
     monkeypatch.setattr(configs, "BACKWARD", "fused")
-    launched = []
-    choose = configs.kernel_and_meta
-
-    def recording(kind, *args):
-        launched.append(kind)
-        return choose(kind, *args)
-
-    monkeypatch.setattr(configs, "kernel_and_meta", recording)
     compare(1, n, 3, block_len, "forward", "holes", True, 5.0, seed=n + block_len)
-    assert tuple(launched) == kernels
+    assert tuple(kind for kind, _ in launches) == kernels
     monkeypatch.setattr(configs, "PAIRS_MAX", 0)
-    launched.clear()
+    launches.clear()
     compare(1, n, 3, block_len, "forward", "holes", True, 5.0, seed=n + block_len)
-    assert tuple(launched) == tuple(k.replace("pairs", "blocks") for k in kernels)
-
-
-@pytest.fixture
-def dense_flags(monkeypatch):
-    """The DENSE argument of every launch (None where a kernel has none), in order."""
-    from blosa_kernels import op
-
-    flags = []
-    launch = op._launch
-
-    def recording(kind, *args, **kwargs):
-        flags.append(kwargs.get("DENSE"))
-        launch(kind, *args, **kwargs)
-
-    monkeypatch.setattr(op, "_launch", recording)
-    return flags
+    per_block = tuple(k.replace("pairs", "blocks") for k in kernels)
+    assert tuple(kind for kind, _ in launches) == per_block
 
 
 # No mask and blocks that all have R tokens (r = 2, 4, 8 dividing n; one block of 8): the
@@ -128,18 +121,18 @@ def dense_flags(monkeypatch):
 @pytest.mark.parametrize("direction", DIRECTIONS)
 @pytest.mark.parametrize("n, block_len", [(16, 8), (24, 4), (16, 2), (8, 0)])
 @pytest.mark.parametrize("scale", [5.0, 100.0])
-def test_dense_pair_kernels(monkeypatch, dense_flags, direction, n, block_len, scale):
+def test_dense_pair_kernels(monkeypatch, launches, direction, n, block_len, scale):
     seed = seed_of(direction, n, block_len, scale, "dense")
     inputs = make_inputs(3, n, 6, "none", True, seed, torch.float32, DEVICE)
     settings = (block_len, direction, scale)
     got = run(masked_block_attn_triton, *inputs, *settings)
     check(("dense", n, block_len, direction, scale), got, reference64(*inputs, *settings))
-    assert dense_flags == [True, True]  # forward and backward
+    assert launches == [("fwd_pairs", True), ("bwd_pairs", True)]
     # The same bits as the general per-pair kernels (in the interpreter, which runs both through
     # the same arithmetic; compiled, ptxas may order them differently).
     monkeypatch.setattr(configs, "PAIRS_DENSE", False)
     general = run(masked_block_attn_triton, *inputs, *settings)
-    assert dense_flags[2:] == [False, False]
+    assert launches[2:] == [("fwd_pairs", False), ("bwd_pairs", False)]
     if configs.INTERPRET:
         assert all(torch.equal(a, b) for a, b in zip(got, general))
 
@@ -163,10 +156,10 @@ def test_dense_pair_kernels_make_no_ones_mask(monkeypatch):
 
 @pytest.mark.parametrize("mask_kind, n, block_len",
                          [("holes", 16, 8), ("none", 13, 8), ("none", 12, 3)])
-def test_dense_pair_kernels_only_where_they_apply(dense_flags, mask_kind, n, block_len):
+def test_dense_pair_kernels_only_where_they_apply(launches, mask_kind, n, block_len):
     # A mask, a short last block (13 = 8 + 5), or r below its R (3 < 4): the general ones.
     compare(1, n, 3, block_len, "forward", mask_kind, True, 5.0, seed=n + block_len)
-    assert dense_flags == [False, False]
+    assert launches == [("fwd_pairs", False), ("bwd_pairs", False)]
 
 
 @pytest.mark.parametrize("scale", [0.5, 40.0, 100.0])  # 100 > 40: running-max softmax
