@@ -8,11 +8,11 @@
 # Steps run most valuable first (build, kernel rates, host overhead, the CUDA and Triton tests
 # side by side, ncu, then the special-function ceiling, measured before and kept for a new
 # card), each under its own timeout (RATES_TIMEOUT, CUDA_TESTS_TIMEOUT, TRITON_TESTS_TIMEOUT,
-# NCU_TIMEOUT, SFU_TIMEOUT) cut to what is left of BUDGET seconds for the whole check (default
-# 570, inside a 10-minute device call), so that it always ends with its tables, whatever a step
-# costs on the day; a step with under 20 s left is skipped. A step out of time gets SIGINT
-# first, on which pytest prints its summary of the tests it ran and gpu_rates.py its tables of
-# the jobs it measured.
+# NCU_TIMEOUT, NCU_TRITON_TIMEOUT, SFU_TIMEOUT) cut to what is left of BUDGET seconds for the
+# whole check (default 570, inside a 10-minute device call), so that it always ends with its
+# tables, whatever a step costs on the day; a step with under 20 s left is skipped. A step out
+# of time gets SIGINT first, on which pytest prints its summary of the tests it ran and
+# gpu_rates.py its tables of the jobs it measured.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 PY=${PY:-python3}
@@ -109,10 +109,11 @@ tail -25 "$LOG/tests_cuda.log"
 echo "-- Triton tests"
 tail -25 "$LOG/tests_triton.log"
 
-# Which unit holds each CUDA kernel back: Nsight Compute's summary sections (the r = 8 training
+# Which unit holds each kernel back: Nsight Compute's summary sections (CUDA: the r = 8 training
 # kernels dense and general, d_bias's column sums, the one-block kernels, the one-block forward
-# with padding, the fused backward, the staged forward), where ncu can read the counters (not
-# on every machine; a failure here does not fail the check).
+# with padding, the fused backward, the staged forward; Triton: bench/ncu_kernels.py --backend
+# triton), where ncu can read the counters (not on every machine; a failure here does not fail
+# the check).
 NCU=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | tail -1)
 if [ -n "$NCU" ]; then
   step "ncu ($NCU)"
@@ -120,8 +121,17 @@ if [ -n "$NCU" ]; then
     --launch-count 13 --section SpeedOfLight --section ComputeWorkloadAnalysis \
     --section WarpStateStats --section Occupancy $PY bench/ncu_kernels.py > "$LOG/ncu.txt" 2>&1
   echo "ncu exit $? (report in ncu.txt)"
-  grep -E "forward_|backward_|_sums|Duration|Throughput|Achieved Occupancy|Issue Slots Busy|Registers Per" \
-    "$LOG/ncu.txt" | cut -c1-120 | head -70
+  # Then the Triton kernels (fwd_pairs, bwd_pairs, fwd_rows, bwd_fused, bwd_dkv_sums), appended
+  # to the same file (the device tool brings back eight): only those launched inside the NVTX
+  # range blosa_ncu, after the autotuner's trial launches.
+  echo "== Triton kernels" >> "$LOG/ncu.txt"
+  timed "ncu (Triton)" ${NCU_TRITON_TIMEOUT:-60} "$NCU" --clock-control none --nvtx \
+    --nvtx-include 'blosa_ncu/' --kernel-name regex:'fwd_|bwd_' --launch-count 6 \
+    --section SpeedOfLight --section ComputeWorkloadAnalysis --section WarpStateStats \
+    --section Occupancy $PY bench/ncu_kernels.py --backend triton >> "$LOG/ncu.txt" 2>&1
+  echo "ncu (Triton) exit $?"
+  grep -E "forward_|backward_|_sums|fwd_|bwd_|Duration|Throughput|Achieved Occupancy|Issue Slots Busy|Registers Per" \
+    "$LOG/ncu.txt" | cut -c1-120 | head -100
 fi
 
 step "special-function ceiling"

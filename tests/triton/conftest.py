@@ -68,3 +68,19 @@ def fused_backward(monkeypatch):
     """The row-tile path with the fused backward (bwd_fused_kernel + bwd_dkv_sums_kernel)."""
     monkeypatch.setattr(configs, "SMALL_BLOCK_MAX", 0)
     monkeypatch.setattr(configs, "BACKWARD", "fused")
+
+
+@pytest.fixture
+def launches(monkeypatch):
+    """(kernel kind, DENSE argument or None) of every launch, in order."""
+    from blosa_kernels import op
+
+    seen = []
+    launch = op._launch
+
+    def recording(kind, *args, **kwargs):
+        seen.append((kind, kwargs.get("DENSE")))
+        launch(kind, *args, **kwargs)
+
+    monkeypatch.setattr(op, "_launch", recording)
+    return seen

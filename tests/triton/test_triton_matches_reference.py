@@ -82,22 +82,6 @@ def test_per_block_kernels_on_short_blocks(per_block_kernels, direction, block_l
     compare(2, 13, 6, block_len, direction, mask_kind, bias=seed % 2 == 0, scale=5.0, seed=seed)
 
 
-@pytest.fixture
-def launches(monkeypatch):
-    """(kernel kind, DENSE argument or None) of every launch, in order."""
-    from blosa_kernels import op
-
-    seen = []
-    launch = op._launch
-
-    def recording(kind, *args, **kwargs):
-        seen.append((kind, kwargs.get("DENSE")))
-        launch(kind, *args, **kwargs)
-
-    monkeypatch.setattr(op, "_launch", recording)
-    return seen
-
-
 @pytest.mark.parametrize("block_len, n, kernels", [
     (1, 13, ("fwd_pairs", "bwd_pairs")), (5, 13, ("fwd_pairs", "bwd_pairs")),
     (8, 16, ("fwd_pairs", "bwd_pairs")), (9, 13, ("fwd_blocks", "bwd_blocks")),
