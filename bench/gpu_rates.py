@@ -320,6 +320,8 @@ def triton_picks() -> list[str]:
     for kind, tuned in configs.TUNED.items():
         for key, config in getattr(tuned, "cache", {}).items():
             shape = dict(config.kwargs, num_warps=config.num_warps)
+            if config.maxnreg:  # configs.ROWS_MAXNREG's shape
+                shape["maxnreg"] = config.maxnreg
             picks.append(f"- {kind}, {key}: {shape}")
     return picks
 

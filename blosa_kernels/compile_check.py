@@ -12,7 +12,8 @@ Nor may a per-block kernel whose warps fit on its blocks have a barrier, nor a p
 none syncs.
 With --cubin-dir DIR it also writes each binary there, named kernel-dtype-scalars.cubin (with
 -2, -3, ... for a kernel's second, third case in one dtype, in the order of cases()), and
-each autotune config's, kernel-dtype-wWARPS-TILES.cubin (e.g. bwd_fused_kernel-fp32-w8-BM64-BD32),
+each autotune config's, kernel-dtype-wWARPS-TILES.cubin (e.g. bwd_fused_kernel-fp32-w8-BM64-BD32;
+-RN at the end for a config whose registers are capped at N),
 for `cuobjdump -sass` (the cuobjdump that triton bundles will do) or
 `python bench/sass_loads.py --so FILE --kernels NAME` (loop sizes, MUFU, barriers, load distances).
 """
@@ -106,8 +107,8 @@ def cases():
 
 
 def config_cases():
-    """(kernel, pointer dtype, constexprs, num_warps): every autotune config of every kernel, on
-    the kernel's first case of cases()."""
+    """(kernel, pointer dtype, constexprs, num_warps, maxnreg or None): every autotune config of
+    every kernel, on the kernel's first case of cases()."""
     from blosa_kernels import configs
 
     first = {}
@@ -117,7 +118,7 @@ def config_cases():
         fn = configs.PLAIN[kind]
         dtype, constexprs = first[fn]
         for config in kernel_configs:
-            yield fn, dtype, dict(constexprs, **config.kwargs), config.num_warps
+            yield fn, dtype, dict(constexprs, **config.kwargs), config.num_warps, config.maxnreg
 
 
 def cuobjdump(cubin: bytes, option: str) -> str | None:
@@ -193,23 +194,28 @@ def main(argv=None) -> int:
             print(f"ok  {fn.__name__:<18} {dtype:<5} scalars {float_scalars} sm_{args.arch}  "
                   f"{time.time() - t0:5.1f}s  {constexprs}")
     failed = 0
-    for fn, dtype, constexprs, num_warps in config_cases():
+    for fn, dtype, constexprs, num_warps, maxnreg in config_cases():
         t0 = time.time()
         signature = _signature(fn, dtype, constexprs, "fp32")
+        options = dict(num_warps=num_warps, num_stages=1)
+        if maxnreg:
+            options["maxnreg"] = maxnreg
         kernel = triton.compile(ASTSource(fn=fn, signature=signature, constexprs=constexprs), target=target,
-                                options=dict(num_warps=num_warps, num_stages=1))
+                                options=options)
         usage = resources(kernel.asm["cubin"])
         if args.cubin_dir:
             tile = "-".join(f"{k}{v}" for k, v in constexprs.items() if k in ("TILE", "G", "BM", "BN", "BD"))
-            with open(os.path.join(args.cubin_dir, f"{fn.__name__}-{dtype}-w{num_warps}-{tile}.cubin"),
-                      "wb") as out:
+            cap = f"-R{maxnreg}" if maxnreg else ""
+            name = f"{fn.__name__}-{dtype}-w{num_warps}-{tile}{cap}.cubin"
+            with open(os.path.join(args.cubin_dir, name), "wb") as out:
                 out.write(kernel.asm["cubin"])
         regs, stack = usage if usage else ("?", 0)
         syncs = barriers(kernel.asm["cubin"])
         synced = bool(syncs) and must_not_sync(fn, constexprs, num_warps)
         failed += stack > 0 or synced
         status = "SPILLS" if stack else "SYNCS " if synced else "ok "
-        print(f"{status} {fn.__name__:<18} {dtype:<5} autotune config num_warps={num_warps:<2} "
+        cap = f" maxnreg={maxnreg}" if maxnreg else ""
+        print(f"{status} {fn.__name__:<18} {dtype:<5} autotune config num_warps={num_warps:<2}{cap} "
               f"registers {regs} stack {stack} barriers {syncs}  {time.time() - t0:5.1f}s  "
               f"{ {k: v for k, v in constexprs.items() if k in ('TILE', 'G', 'BM', 'BN', 'BD')} }")
     return 1 if failed else 0

@@ -85,8 +85,8 @@ FUSED_MAX_BLOCK = 512
 FUSED_ROWS = 16 if INTERPRET else 64
 
 
-def _cfg(num_warps, **meta):
-    return triton.Config(meta, num_warps=num_warps, num_stages=1)
+def _cfg(num_warps, maxnreg=None, **meta):
+    return triton.Config(meta, num_warps=num_warps, num_stages=1, maxnreg=maxnreg)
 
 
 # Tile elements per thread trade work per thread against warps per SM. Registers per thread on
@@ -101,8 +101,17 @@ def _cfg(num_warps, **meta):
 _SHAPES = [(4, 64, 32), (8, 64, 64), (8, 64, 32), (16, 64, 32)]  # (num_warps, rows, BD)
 BLOCK_CONFIGS = [_cfg(w, TILE=t, BD=bd) for w, t, bd in _SHAPES]
 BLOCK_BWD_CONFIGS = BLOCK_CONFIGS
-ROWS_CONFIGS = [_cfg(w, BM=t, BD=bd) for w, t, bd in _SHAPES]
-DQ_CONFIGS = ROWS_CONFIGS
+DQ_CONFIGS = [_cfg(w, BM=t, BD=bd) for w, t, bd in _SHAPES]
+# The row-tile forward's list: the shapes, then the first once more with its registers capped
+# at 168 (ROWS_MAXNREG). The autotuner picked that shape on every one-block and DiSA key but one
+# (H200, 2026-11-27), where, 16 elements a thread, it takes 181-236 registers with triton 3.6
+# (155-200 with 3.8): 2 thread blocks of 4 warps per SM. Capped, ptxas fits it in 156-167 with
+# no spill and a key loop at most 6 instructions longer (bfloat16 233-234 against 227-234,
+# float32 375-377 either way), so 3 fit: 12 warps per SM instead of 8. At 128 (4 blocks) it
+# spills. The autotuner keeps whichever is faster. (`python -m blosa_kernels.compile_check`
+# prints each config's registers; bench/RESULTS.md has the table.)
+ROWS_MAXNREG = 168
+ROWS_CONFIGS = DQ_CONFIGS + [_cfg(4, BM=64, BD=32, maxnreg=ROWS_MAXNREG)]
 DKV_CONFIGS = [_cfg(w, BN=t, BD=bd) for w, t, bd in _SHAPES]
 # The per-pair kernels (pairs.py) hold a block's rows and every state as [G, BD] tiles of one
 # element a thread (G blocks × BD features = 32 × warps): the whole kernel unrolled, at r = 8

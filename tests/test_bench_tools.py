@@ -183,14 +183,16 @@ def test_triton_picks_name_each_tuned_shape(monkeypatch):
 
     from blosa_kernels import configs
 
-    class Tuned:  # an autotuner after two keys were tuned
+    class Tuned:  # an autotuner after three keys were tuned
         cache = {(300, 8, 0, True): triton.Config({"BM": 64, "BD": 32}, num_warps=16),
-                 (300, 512, 0, False): triton.Config({"BM": 64, "BD": 64}, num_warps=8)}
+                 (300, 512, 0, False): triton.Config({"BM": 64, "BD": 64}, num_warps=8),
+                 (300, 512, 0, True): triton.Config({"BM": 64, "BD": 32}, num_warps=4, maxnreg=168)}
 
     monkeypatch.setattr(configs, "TUNED", {"fwd_rows": Tuned()})
     assert gpu_rates.triton_picks() == [
         "- fwd_rows, (300, 8, 0, True): {'BM': 64, 'BD': 32, 'num_warps': 16}",
         "- fwd_rows, (300, 512, 0, False): {'BM': 64, 'BD': 64, 'num_warps': 8}",
+        "- fwd_rows, (300, 512, 0, True): {'BM': 64, 'BD': 32, 'num_warps': 4, 'maxnreg': 168}",
     ]
 
 

@@ -120,6 +120,28 @@ def test_dense_pair_kernels_drop_the_mask_and_row_tests(cubins, stage):
         assert sass_loads.reads_before_last_load(dense) == 0
 
 
+def test_capped_forward_config_fits_a_third_thread_block(cubins):
+    # configs.ROWS_CONFIGS's last shape is its first with registers capped (ROWS_MAXNREG): 4
+    # warps, 16 elements a thread, which took 181-236 registers with triton 3.6 and 155-200 with
+    # 3.8 (2 thread blocks per SM). Capped, 3 fit in the SM's 65,536 registers, with no spill
+    # (compile_check fails on one) and the same key loop within a few instructions.
+    from blosa_kernels import configs
+
+    def registers_and_loop(name):
+        sass, res_usage = sass_loads.dump(str(cubins / f"{name}.cubin"), "fwd_rows_kernel")
+        (_, code), = sass_loads.matching(sass, "fwd_rows_kernel")
+        loop, = sass_loads.loops(code)
+        return sass_loads.registers(res_usage)["fwd_rows_kernel"], loop.size
+
+    cap = configs.ROWS_MAXNREG
+    assert configs.ROWS_CONFIGS[-1].maxnreg == cap
+    plain, capped = (registers_and_loop(f"fwd_rows_kernel-fp16-w4-BM64-BD32{suffix}")
+                     for suffix in ("", f"-R{cap}"))
+    assert capped[0] <= cap and 3 * 4 * 32 * cap <= 65536
+    assert plain[0] > cap, f"uncapped, the shape needs {plain[0]} registers: the cap changes nothing"
+    assert capped[1] <= plain[1] + 8, (capped, plain)
+
+
 def test_per_pair_report_lists_every_config(cubins):
     rows = sass_loads.per_pair_report(str(cubins)).splitlines()[2:]
     names = [row.split(" | ")[0].strip("| ") for row in rows]
