@@ -13,6 +13,9 @@ forward's inner loop, so only arithmetic is timed. Loops:
             the forward element of the CUDA C++ kernels (all dtypes) and of the Triton kernels
             for float16/bfloat16
   fwd exact the same with the exp2-based tanh of the Triton float32 kernels (exp2, reciprocal)
+  fwd exact fma   fwd exact with the reciprocal on the FMA units (reciprocal_fma: a guess from
+            the bits and three Newton steps), the special-function unit doing two exp2 an
+            element instead of three ops (a candidate for the Triton float32 kernels)
   fwd poly exp2   fwd fast with exp2 on the FMA units (a polynomial), the special-function
             unit doing only tanh
   fwd half poly   half the pairs take exp2 from each unit (how flash-attention 4 shares it)
@@ -40,13 +43,14 @@ from cuda_timing import time_ms  # noqa: E402  (bench/, the script's own folder)
 
 CLOCK_HZ = 1.98e9  # H100/H200 SXM boost clock, as in gpu_rates.py
 LOOPS = {
-    "tanh": 0, "exp2": 1, "fwd fast": 2, "fwd exact": 3,
+    "tanh": 0, "exp2": 1, "fwd fast": 2, "fwd exact": 3, "fwd exact fma": 8,
     "fwd poly exp2": 4, "fwd half poly": 5, "fwd bf16x2": 6, "fwd f16x2": 7,
 }
 # Special-function (MUFU) ops per element of each loop: the exact tanh takes an exp2 and a
-# reciprocal; the packed loops take one op per two elements for tanh and for exp2.
+# reciprocal (an exp2 alone with reciprocal_fma); the packed loops take one op per two elements
+# for tanh and for exp2.
 SFU_OPS = {
-    "tanh": 1, "exp2": 1, "fwd fast": 2, "fwd exact": 3,
+    "tanh": 1, "exp2": 1, "fwd fast": 2, "fwd exact": 3, "fwd exact fma": 2,
     "fwd poly exp2": 1, "fwd half poly": 1.5, "fwd bf16x2": 1, "fwd f16x2": 1,
 }
 BLOCK, WARPS = 1024, 4  # 8 independent pairs per thread
@@ -69,6 +73,26 @@ def exp2_poly(x):
 
 
 @triton.jit
+def reciprocal_fma(y):
+    """1 / y for float32 y in [1, 2^44] (the exact tanh's 1 + exp2(2x·log2 e), |x| <= 15) on the
+    FMA and integer units only: a first guess from the bits (a magic constant minus y's bits,
+    relative error under 5.1% on that range), then three Newton steps r += r·(1 - y·r), each
+    squaring the error (2.6e-3, 6.6e-6, then about an ulp). Seven instructions in place of one
+    special-function op."""
+    r = (0x7EF311C3 - y.to(tl.int32, bitcast=True)).to(tl.float32, bitcast=True)
+    for _ in tl.static_range(3):
+        r = tl.fma(r, tl.fma(-y, r, 1.0), r)
+    return r
+
+
+@triton.jit
+def tanh_exact_fma(x):
+    """tanh_f32's exact form (clamp, exp2, 1 - 2 / (e + 1)) with reciprocal_fma."""
+    xc = tl.minimum(tl.maximum(x, -15.0), 15.0)
+    return 1.0 - 2.0 * reciprocal_fma(tl.exp2(xc * 2.8853900817779268) + 1.0)
+
+
+@triton.jit
 def _packed(x, op: tl.constexpr):
     """One PTX op on pairs of 16-bit floats (x float16 or bfloat16): one special-function op per
     two elements, at 16-bit precision."""
@@ -85,7 +109,10 @@ def fwd_element(k, q, a, LOOP: tl.constexpr):
         t = _packed((k + q).to(tl.float16), "tanh.approx.f16x2")
         p = _packed((t.to(tl.float32) * a - a).to(tl.float16), "ex2.approx.f16x2").to(tl.float32)
     else:
-        t = tanh_f32(k + q, LOOP != 3)
+        if LOOP == 8:
+            t = tanh_exact_fma(k + q)
+        else:
+            t = tanh_f32(k + q, LOOP != 3)
         if LOOP == 4:
             p = exp2_poly(t * a - a)
         else:

@@ -108,8 +108,10 @@ DQ_CONFIGS = [_cfg(w, BM=t, BD=bd) for w, t, bd in _SHAPES]
 # (155-200 with 3.8): 2 thread blocks of 4 warps per SM. Capped, ptxas fits it in 156-167 with
 # no spill and a key loop at most 6 instructions longer (bfloat16 233-234 against 227-234,
 # float32 375-377 either way), so 3 fit: 12 warps per SM instead of 8. At 128 (4 blocks) it
-# spills. The autotuner keeps whichever is faster. (`python -m blosa_kernels.compile_check`
-# prints each config's registers; bench/RESULTS.md has the table.)
+# spills. The autotuner keeps whichever is faster. Inside a torch.compile graph Inductor tunes
+# the list without the cap (its config_to_dict keeps kwargs, num_warps and num_stages, torch
+# 2.11 and 2.14), so there the fifth shape is a copy of the first. (`python -m
+# blosa_kernels.compile_check` prints each config's registers; bench/RESULTS.md has the table.)
 ROWS_MAXNREG = 168
 ROWS_CONFIGS = DQ_CONFIGS + [_cfg(4, BM=64, BD=32, maxnreg=ROWS_MAXNREG)]
 DKV_CONFIGS = [_cfg(w, BN=t, BD=bd) for w, t, bd in _SHAPES]

@@ -1,0 +1,72 @@
+"""The float32 tanh of the Triton kernels (blosa_kernels._math.tanh_f32 without FAST), alone,
+and the candidate reciprocal that bench/sfu_peak.py times for it.
+
+Every float32 call on a GPU, and every call in the interpreter, computes its scores with tanh_f32,
+so the op's tests check it through the outputs; this checks its error directly, against float64,
+over the whole range the kernels meet (its clamp at |x| = 15 included).
+"""
+import sys
+from pathlib import Path
+
+import torch
+import triton
+import triton.language as tl
+
+from blosa_kernels._math import tanh_f32
+from triton_testing import DEVICE
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
+
+from sfu_peak import reciprocal_fma  # noqa: E402
+
+# Absolute error bound: 1 - 2 / (e + 1) loses about an ulp of 1 to the reciprocal and one to
+# the subtraction, and on a GPU exp2 (ex2.approx, 2 ulp) adds its own: about 5e-7 at most.
+TANH_ATOL = 1e-6
+
+
+@triton.jit
+def _tanh_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    m = offs < n
+    tl.store(out_ptr + offs, tanh_f32(tl.load(x_ptr + offs, mask=m, other=0.0), False), mask=m)
+
+
+@triton.jit
+def _reciprocal_kernel(y_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    m = offs < n
+    tl.store(out_ptr + offs, reciprocal_fma(tl.load(y_ptr + offs, mask=m, other=1.0)), mask=m)
+
+
+def _apply(kernel, x):
+    out = torch.empty_like(x)
+    block = 1024
+    kernel[(triton.cdiv(x.numel(), block),)](x, out, x.numel(), BLOCK=block)
+    return out
+
+
+def test_exact_tanh_is_within_a_few_ulps_of_one():
+    gen = torch.Generator().manual_seed(int(torch.randint(0, 2**31, ()).item()))
+    x = torch.cat([torch.linspace(-20, 20, 40001, dtype=torch.float64),
+                   torch.randn(20000, generator=gen, dtype=torch.float64) * 4,
+                   torch.randn(2000, generator=gen, dtype=torch.float64) * 1e-3,
+                   torch.tensor([0.0, -0.0, 15.0, -15.0, 1e30, -1e30], dtype=torch.float64)])
+    x32 = x.float()
+    got = _apply(_tanh_kernel, x32.to(DEVICE)).cpu().double()
+    want = torch.tanh(x32.double())
+    err = (got - want).abs()
+    assert err.max().item() <= TANH_ATOL, f"max error {err.max().item():.3g} at x = {x32[err.argmax()].item()}"
+    assert torch.equal(got[x32 >= 15], torch.ones_like(got[x32 >= 15]))  # tanh(15) rounds to 1
+
+
+def test_fma_reciprocal_is_within_an_ulp_or_two():
+    # What bench/sfu_peak.py's "fwd exact fma" loop times must be a float32 reciprocal, or its
+    # rate says nothing (two Newton steps instead of three leave 6.6e-6). Its whole range: 1
+    # (x = -15, where exp2 gives almost 0) to 2^44 (above e^30 + 1).
+    gen = torch.Generator().manual_seed(int(torch.randint(0, 2**31, ()).item()))
+    y = torch.cat([torch.linspace(1, 4, 30001, dtype=torch.float64),
+                   2.0 ** (torch.rand(30000, generator=gen, dtype=torch.float64) * 44),
+                   torch.tensor([1.0, 2.0, 2.0 ** 44], dtype=torch.float64)]).float()
+    got = _apply(_reciprocal_kernel, y.to(DEVICE)).cpu().double()
+    rel = (got * y.double() - 1).abs()
+    assert rel.max().item() <= 2.5e-7, f"max relative error {rel.max().item():.3g}"
