@@ -123,8 +123,9 @@ def test_dense_pair_kernels_drop_the_mask_and_row_tests(cubins, stage):
 def test_capped_forward_config_fits_a_third_thread_block(cubins):
     # configs.ROWS_CONFIGS's last shape is its first with registers capped (ROWS_MAXNREG): 4
     # warps, 16 elements a thread, which took 181-236 registers with triton 3.6 and 155-200 with
-    # 3.8 (2 thread blocks per SM). Capped, 3 fit in the SM's 65,536 registers, with no spill
-    # (compile_check fails on one) and the same key loop within a few instructions.
+    # 3.8 in the benchmark's bfloat16 cases (2 thread blocks per SM; 199 with 3.8 in
+    # compile_check's float16 case, this test's). Capped, 3 fit in the SM's 65,536 registers,
+    # with no spill (compile_check fails on one) and the same key loop within a few instructions.
     from blosa_kernels import configs
 
     def registers_and_loop(name):
