@@ -120,27 +120,33 @@ def test_dense_pair_kernels_drop_the_mask_and_row_tests(cubins, stage):
         assert sass_loads.reads_before_last_load(dense) == 0
 
 
-def test_capped_forward_config_fits_a_third_thread_block(cubins):
-    # configs.ROWS_CONFIGS's last shape is its first with registers capped (ROWS_MAXNREG): 4
-    # warps, 16 elements a thread, which took 181-236 registers with triton 3.6 and 155-200 with
-    # 3.8 in the benchmark's bfloat16 cases (2 thread blocks per SM; 199 with 3.8 in
-    # compile_check's float16 case, this test's). Capped, 3 fit in the SM's 65,536 registers,
-    # with no spill (compile_check fails on one) and the same key loop within a few instructions.
+def test_capped_forward_configs_fit_a_third_thread_block(cubins):
+    # configs.ROWS_CONFIGS ends with two shapes of 4 warps and 16 elements a thread with
+    # registers capped (ROWS_MAXNREG): the first shape's (64 rows x 32 features), which took
+    # 181-236 registers with triton 3.6 and 155-200 with 3.8 in the benchmark's bfloat16 cases
+    # (2 thread blocks per SM; 199 with 3.8 in compile_check's float16 case, this test's), and
+    # 32 x 64, the same code a thread. Capped, 3 fit in the SM's 65,536 registers, with no spill
+    # (compile_check fails on one) and the first shape's key loop within a few instructions.
     from blosa_kernels import configs
 
-    def registers_and_loop(name):
-        sass, res_usage = sass_loads.dump(str(cubins / f"{name}.cubin"), "fwd_rows_kernel")
+    def registers_and_loop(config, cap=None):
+        tile = f"BM{config.kwargs['BM']}-BD{config.kwargs['BD']}" + (f"-R{cap}" if cap else "")
+        name = f"fwd_rows_kernel-fp16-w{config.num_warps}-{tile}.cubin"
+        sass, res_usage = sass_loads.dump(str(cubins / name), "fwd_rows_kernel")
         (_, code), = sass_loads.matching(sass, "fwd_rows_kernel")
         loop, = sass_loads.loops(code)
         return sass_loads.registers(res_usage)["fwd_rows_kernel"], loop.size
 
     cap = configs.ROWS_MAXNREG
-    assert configs.ROWS_CONFIGS[-1].maxnreg == cap
-    plain, capped = (registers_and_loop(f"fwd_rows_kernel-fp16-w4-BM64-BD32{suffix}")
-                     for suffix in ("", f"-R{cap}"))
-    assert capped[0] <= cap and 3 * 4 * 32 * cap <= 65536
-    assert plain[0] > cap, f"uncapped, the shape needs {plain[0]} registers: the cap changes nothing"
-    assert capped[1] <= plain[1] + 8, (capped, plain)
+    first = configs.ROWS_CONFIGS[0]
+    plain = registers_and_loop(first)
+    assert plain[0] > cap, f"uncapped, the first shape needs {plain[0]} registers: the cap changes nothing"
+    capped = [c for c in configs.ROWS_CONFIGS if c.maxnreg]
+    assert [(c.num_warps, c.kwargs["BM"] * c.kwargs["BD"], c.maxnreg) for c in capped] == [(4, 2048, cap)] * 2
+    for config in capped:
+        registers, loop = registers_and_loop(config, cap)
+        assert registers <= cap and 3 * 4 * 32 * cap <= 65536, (config, registers)
+        assert loop <= plain[1] + 8, (config, loop, plain)
 
 
 def test_per_pair_report_lists_every_config(cubins):
