@@ -214,8 +214,8 @@ def main(argv=None) -> int:
         synced = bool(syncs) and must_not_sync(fn, constexprs, num_warps)
         failed += stack > 0 or synced
         status = "SPILLS" if stack else "SYNCS " if synced else "ok "
-        cap = f" maxnreg={maxnreg}" if maxnreg else ""
-        print(f"{status} {fn.__name__:<18} {dtype:<5} autotune config num_warps={num_warps:<2}{cap} "
+        capped = f" maxnreg={maxnreg}" if maxnreg else ""
+        print(f"{status} {fn.__name__:<18} {dtype:<5} autotune config num_warps={num_warps:<2}{capped} "
               f"registers {regs} stack {stack} barriers {syncs}  {time.time() - t0:5.1f}s  "
               f"{ {k: v for k, v in constexprs.items() if k in ('TILE', 'G', 'BM', 'BN', 'BD')} }")
     return 1 if failed else 0

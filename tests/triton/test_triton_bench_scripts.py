@@ -31,7 +31,7 @@ def triton_ncu_line() -> re.Match:
 
 def test_ncu_script_launches_what_the_check_profiles(monkeypatch, launches):
     # The GPU's one block of n = 384 is longer than 64 (row tiles); here n = 16 stands in for it,
-    # with blocks up to 8 kept on the per-block path (so r = 8 still takes the per-pair kernels).
+    # with blocks of up to 8 still small (so r = 8 still takes the per-pair kernels).
     monkeypatch.setattr(configs, "SMALL_BLOCK_MAX", 8)
     monkeypatch.setattr(configs, "BACKWARD", "fused")
     gen = torch.Generator().manual_seed(int(torch.randint(0, 2**31, ()).item()))
