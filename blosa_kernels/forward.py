@@ -157,7 +157,10 @@ def fwd_rows_kernel(
                 if spans_tile(i, inner_lo, inner_hi, m0, last, DIR):
                     p = tl.exp2(t * c_log2e - c_log2e)
                 else:
-                    off = tl.where(allow, -c_log2e, float("-inf"))  # see online_softmax_step
+                    # online_softmax_step's fixed-pivot step, with the select made on the [BM]
+                    # rows before broadcasting: through the helper (allow [BM, 1]) this loop
+                    # compiled to a longer loop on sm_90.
+                    off = tl.where(allow, -c_log2e, float("-inf"))
                     p = tl.exp2(t * c_log2e + off[:, None])
                 b_sum += p
                 b_acc += p * b_val[None, :]

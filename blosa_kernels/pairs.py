@@ -71,7 +71,10 @@ def row_exists(n, r, start, m_blk, m_k, u, DENSE: tl.constexpr):
 def block_keys(mask, dep, value, b, n, d, r, start, m_blk, m_k, base, inv_c, R: tl.constexpr,
                DENSE: tl.constexpr):
     """The blocks' R rows as keys, each a [G, BD] float32 tile: dep / c, value; and real [G]
-    (the row exists and is not padding; the same for the row as a query): three tuples of R."""
+    (the row exists and is not padding; the same for the row as a query): three tuples of R.
+    Each row's mask byte, dep and value are loaded together, not tensor by tensor as
+    block_rows would: that order compiled to another schedule, with more registers in the
+    backward."""
     deps = ()
     vals = ()
     reals = ()

@@ -93,12 +93,17 @@ def test_per_pair_kernels_run_at_most_three_fifths_of_the_instructions_per_pair(
     assert max(per_pair) <= 0.6 * min(per_block), (per_pair, per_block)
 
 
+def binary(cubins, name: str) -> tuple[list, int]:
+    """(instructions, registers per thread) of the one kernel in compile_check's binary `name`."""
+    kernel = name.split("-")[0]
+    sass, res_usage = sass_loads.dump(str(cubins / f"{name}.cubin"), kernel)
+    (mangled, code), = sass_loads.matching(sass, kernel)
+    return code, sass_loads.registers(res_usage)[mangled]
+
+
 def sass_of(cubins, name: str) -> list:
     """The instructions of the one kernel in compile_check's binary `name`."""
-    kernel = name.split("-")[0]
-    sass, _ = sass_loads.dump(str(cubins / f"{name}.cubin"), kernel)
-    (_, code), = sass_loads.matching(sass, kernel)
-    return code
+    return binary(cubins, name)[0]
 
 
 @pytest.mark.parametrize("stage", ["fwd", "bwd"])
@@ -122,20 +127,18 @@ def test_dense_pair_kernels_drop_the_mask_and_row_tests(cubins, stage):
 
 def test_capped_forward_configs_fit_a_third_thread_block(cubins):
     # configs.ROWS_CONFIGS ends with two shapes of 4 warps and 16 elements a thread with
-    # registers capped (ROWS_MAXNREG): the first shape's (64 rows x 32 features), which took
-    # 181-236 registers with triton 3.6 and 155-200 with 3.8 in the benchmark's bfloat16 cases
-    # (2 thread blocks per SM; 199 with 3.8 in compile_check's float16 case, this test's), and
-    # 32 x 64, the same code a thread. Capped, 3 fit in the SM's 65,536 registers, with no spill
+    # registers capped (ROWS_MAXNREG): the first shape's (64 rows x 32 features), which takes
+    # 236 registers with triton 3.6 and 200 with 3.8 in compile_check's first case of the kernel
+    # (the benchmark's bfloat16 one-block training forward: 2 thread blocks per SM), and 32 x 64,
+    # the same code a thread. Capped, 3 fit in the SM's 65,536 registers, with no spill
     # (compile_check fails on one) and the first shape's key loop within a few instructions.
     from blosa_kernels import configs
 
     def registers_and_loop(config, cap=None):
         tile = f"BM{config.kwargs['BM']}-BD{config.kwargs['BD']}" + (f"-R{cap}" if cap else "")
-        name = f"fwd_rows_kernel-fp16-w{config.num_warps}-{tile}.cubin"
-        sass, res_usage = sass_loads.dump(str(cubins / name), "fwd_rows_kernel")
-        (_, code), = sass_loads.matching(sass, "fwd_rows_kernel")
+        code, registers = binary(cubins, f"fwd_rows_kernel-bf16-w{config.num_warps}-{tile}")
         loop, = sass_loads.loops(code)
-        return sass_loads.registers(res_usage)["fwd_rows_kernel"], loop.size
+        return registers, loop.size
 
     cap = configs.ROWS_MAXNREG
     first = configs.ROWS_CONFIGS[0]
