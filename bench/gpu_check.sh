@@ -5,14 +5,14 @@
 # Logs land in $OUT when it is set (the device tool's folder), else in /tmp/blosa-gpu-check:
 # device.txt, sfu.md, rates.md, rates.json, tests_cuda.log, cuda_errors.json, tests_triton.log,
 # ncu.txt (eight files, the most the device tool returns).
-# Steps run most valuable first (build, kernel rates, host overhead, the CUDA and Triton tests
-# side by side, ncu, then the special-function ceiling, measured before and kept for a new
-# card), each under its own timeout (RATES_TIMEOUT, CUDA_TESTS_TIMEOUT, TRITON_TESTS_TIMEOUT,
-# NCU_TIMEOUT, NCU_TRITON_TIMEOUT, SFU_TIMEOUT) cut to what is left of BUDGET seconds for the
-# whole check (default 570, inside a 10-minute device call), so that it always ends with its
-# tables, whatever a step costs on the day; a step with under 20 s left is skipped. A step out
-# of time gets SIGINT first, on which pytest prints its summary of the tests it ran and
-# gpu_rates.py its tables of the jobs it measured.
+# Steps run measurements first (build, kernel rates, host overhead, Nsight Compute, the
+# special-function ceiling), then the CUDA tests beside the Triton ones in TRITON_SHARDS
+# processes (BLOSA_TEST_SHARD, tests/shards.py), each under its own timeout (RATES_TIMEOUT,
+# NCU_TIMEOUT, NCU_TRITON_TIMEOUT, SFU_TIMEOUT, CUDA_TESTS_TIMEOUT, TRITON_TESTS_TIMEOUT) cut to
+# what is left of BUDGET seconds for the whole check (default 570, inside a 10-minute device
+# call), so that it always ends with its tables, whatever a step costs on the day; a step with
+# under 20 s left is skipped. A step out of time gets SIGINT first, on which pytest prints its
+# summary of the tests it ran and gpu_rates.py its tables of the jobs it measured.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 PY=${PY:-python3}
@@ -32,6 +32,7 @@ export BLOSA_CUDA=1 TORCH_CUDA_ARCH_LIST=${TORCH_CUDA_ARCH_LIST:-9.0} PYTHONUNBU
 
 step() { echo "== $1 (at ${SECONDS}s)"; }
 BUDGET=${BUDGET:-570}
+TRITON_SHARDS=${TRITON_SHARDS:-6}
 # limit WANT: WANT seconds, or what is left of BUDGET less 15 s for the tables if that is less.
 limit() {
   local left=$((BUDGET - SECONDS - 15))
@@ -62,9 +63,13 @@ export PYTHONPATH="$PWD/python:$PWD${PYTHONPATH:+:$PYTHONPATH}"
 echo "built in $((SECONDS - start)) s"
 
 step "kernel rates"
-timed rates ${RATES_TIMEOUT:-170} $PY bench/gpu_rates.py --out "$LOG/rates.json" \
-  --cuda-variants general,stream,split,stream+split,tile4,vec2,persistent,persistent+vec2 \
-  --triton-variants split,fast32,per-block,general > "$LOG/rates.md" 2>&1
+# The variants whose question is still open: the general small-block kernels against the dense
+# ones (both backends) and the per-block against the per-pair ones (Triton), and Triton's split
+# backward against its fused one. The others (CUDA stream, split, stream+split, tile4, vec2,
+# persistent, persistent+vec2; Triton fast32) gave the same verdict on two H200 runs
+# (bench/RESULTS.md) and take `--cuda-variants` / `--triton-variants` by hand.
+timed rates ${RATES_TIMEOUT:-130} $PY bench/gpu_rates.py --out "$LOG/rates.json" \
+  --cuda-variants general --triton-variants split,per-block,general > "$LOG/rates.md" 2>&1
 rates_status=$?
 
 step "host overhead"
@@ -83,34 +88,6 @@ for backend in triton-stand-in triton-stubbed; do
     --calls 300 >> "$LOG/rates.md" 2>&1
 done
 
-step "GPU tests (CUDA and Triton side by side)"
-# The two suites run at once, each in its own process on the GPU: together they take about the
-# longer one's time (much of it compiling: Inductor for the torch.compile tests, triton for its
-# kernels, on 16 cores), where one after the other cut the Triton suite short (186 tests took
-# 116 s on 2026-11-26). No test times anything, and the memory tests
-# read their own process's allocator. Without test_triton_compiles.py: it compiles every kernel
-# for sm_90 without running it, for CI's machines without a GPU (about 40 s); here the other
-# tests compile and run them all. Without test_triton_settings.py either: it checks settings in
-# interpreter subprocesses, no GPU involved; nor test_triton_bench_scripts.py, which checks which
-# kernels bench/ncu_kernels.py launches (the same on any device) and would spend the suite's
-# time compiling eight kernels for it. On 2026-11-27 the Triton suite ran 255 tests in the
-# 200 s it then had, the CUDA one 951 in 136 s; the Triton suite now has 240 s, which the
-# special-function ceiling (last, known) gives up when the budget runs short.
-BLOSA_CUDA_ERR_LOG="$LOG/cuda_errors.json" timed "CUDA tests" ${CUDA_TESTS_TIMEOUT:-200} \
-  $PY -m pytest tests/test_cuda.py tests/test_nn_cuda.py -q -rs --maxfail=20 -p no:cacheprovider \
-  > "$LOG/tests_cuda.log" 2>&1 &
-cuda_tests=$!
-timed "Triton tests" ${TRITON_TESTS_TIMEOUT:-240} $PY -m pytest tests/triton -q -rs --maxfail=20 \
-  --ignore=tests/triton/test_triton_compiles.py --ignore=tests/triton/test_triton_settings.py \
-  --ignore=tests/triton/test_triton_bench_scripts.py -p no:cacheprovider > "$LOG/tests_triton.log" 2>&1
-triton_status=$?
-wait $cuda_tests
-tests_status=$?
-echo "-- CUDA tests"
-tail -25 "$LOG/tests_cuda.log"
-echo "-- Triton tests"
-tail -25 "$LOG/tests_triton.log"
-
 # Which unit holds each kernel back: Nsight Compute's summary sections (CUDA: the r = 8 training
 # kernels dense and general, d_bias's column sums, the one-block kernels, the one-block forward
 # with padding, the fused backward, the staged forward; Triton: bench/ncu_kernels.py --backend
@@ -119,7 +96,7 @@ tail -25 "$LOG/tests_triton.log"
 NCU=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | tail -1)
 if [ -n "$NCU" ]; then
   step "ncu ($NCU)"
-  timed ncu ${NCU_TIMEOUT:-75} "$NCU" --clock-control none --kernel-name regex:'_small|_tiled|_sums|_staged' \
+  timed ncu ${NCU_TIMEOUT:-60} "$NCU" --clock-control none --kernel-name regex:'_small|_tiled|_sums|_staged' \
     --launch-count 13 --section SpeedOfLight --section ComputeWorkloadAnalysis \
     --section WarpStateStats --section Occupancy $PY bench/ncu_kernels.py > "$LOG/ncu.txt" 2>&1
   echo "ncu exit $? (report in ncu.txt)"
@@ -127,7 +104,7 @@ if [ -n "$NCU" ]; then
   # to the same file (the device tool brings back eight): only those launched inside the NVTX
   # range blosa_ncu, after the autotuner's trial launches.
   echo "== Triton kernels" >> "$LOG/ncu.txt"
-  timed "ncu (Triton)" ${NCU_TRITON_TIMEOUT:-60} "$NCU" --clock-control none --nvtx \
+  timed "ncu (Triton)" ${NCU_TRITON_TIMEOUT:-45} "$NCU" --clock-control none --nvtx \
     --nvtx-include 'blosa_ncu/' --kernel-name regex:'fwd_|bwd_' --launch-count 6 \
     --section SpeedOfLight --section ComputeWorkloadAnalysis --section WarpStateStats \
     --section Occupancy $PY bench/ncu_kernels.py --backend triton >> "$LOG/ncu.txt" 2>&1
@@ -137,13 +114,53 @@ if [ -n "$NCU" ]; then
 fi
 
 step "special-function ceiling"
-timed "special-function ceiling" ${SFU_TIMEOUT:-60} $PY bench/sfu_peak.py > "$LOG/sfu.md" 2>&1
+timed "special-function ceiling" ${SFU_TIMEOUT:-45} $PY bench/sfu_peak.py > "$LOG/sfu.md" 2>&1
 sfu_status=$?
 # The Triton backward's d_bias reduction (ATen's), against two-stage forms, in kernel time.
 echo >> "$LOG/sfu.md"
 timed "bias reduction" 30 $PY bench/bias_reduce.py >> "$LOG/sfu.md" 2>&1
 
-step "special-function ceiling (table)"
+step "GPU tests (CUDA, and Triton in $TRITON_SHARDS shards, side by side)"
+# Every suite process at once on the GPU: they spend their time compiling (Inductor for the
+# torch.compile tests, triton for its kernels, one core a process, 16 cores here), so together
+# they take about the longest one's time. On 2026-11-27 the CUDA suite ran 1031 tests in 148 s,
+# and the Triton suite in one process 189 of its 420 in 233 s, the rest cut off. Without
+# test_triton_compiles.py: it compiles every kernel for sm_90 without running it, for CI's
+# machines without a GPU (about 40 s); here the other tests compile and run them all. Without
+# test_triton_settings.py either: it checks settings in interpreter subprocesses, no GPU
+# involved; nor test_triton_bench_scripts.py, which checks which kernels bench/ncu_kernels.py
+# launches (the same on any device). No test times anything, and the memory tests read their
+# own process's allocator.
+BLOSA_CUDA_ERR_LOG="$LOG/cuda_errors.json" timed "CUDA tests" ${CUDA_TESTS_TIMEOUT:-240} \
+  $PY -m pytest tests/test_cuda.py tests/test_nn_cuda.py -q -rfEs --maxfail=20 -p no:cacheprovider \
+  > "$LOG/tests_cuda.log" 2>&1 &
+cuda_tests=$!
+shard_pids=()
+: > "$LOG/tests_triton.log"
+for ((i = 0; i < TRITON_SHARDS; i++)); do
+  BLOSA_TEST_SHARD=$i/$TRITON_SHARDS timed "Triton tests $i/$TRITON_SHARDS" \
+    ${TRITON_TESTS_TIMEOUT:-240} $PY -m pytest tests/triton -q -rfEs --maxfail=20 \
+    --ignore=tests/triton/test_triton_compiles.py --ignore=tests/triton/test_triton_settings.py \
+    --ignore=tests/triton/test_triton_bench_scripts.py -p no:cacheprovider \
+    > "$LOG/tests_triton.$i.log" 2>&1 &
+  shard_pids+=($!)
+done
+triton_status=0
+for ((i = 0; i < TRITON_SHARDS; i++)); do
+  wait "${shard_pids[$i]}" || triton_status=$?
+  # One file for all shards: the device tool brings back eight.
+  { echo "== shard $i/$TRITON_SHARDS"; cat "$LOG/tests_triton.$i.log"; } >> "$LOG/tests_triton.log"
+  rm "$LOG/tests_triton.$i.log"
+done
+wait $cuda_tests
+tests_status=$?
+echo "-- CUDA tests"
+tail -25 "$LOG/tests_cuda.log"
+echo "-- Triton tests (each shard's summary; failures in tests_triton.log)"
+grep -E "^== shard|^FAILED|^ERROR|^[0-9]+ (passed|failed|error)|KeyboardInterrupt|no tests ran" \
+  "$LOG/tests_triton.log" | cut -c1-160 | tail -40
+
+step tables
 cat "$LOG/sfu.md"
 echo "== kernel rates (table; per-kernel times in rates.md)"
 sed -n '/^| backend/,$p' "$LOG/rates.md"

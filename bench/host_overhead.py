@@ -13,13 +13,13 @@ backends: the small-block kernels of a Bi-BloSA step).
 included. --backend triton-stand-in: the Triton op on CPU tensors with bench/triton_stand_in.py
 in place of triton's GPU driver: Triton's whole launch path in Python (autotuner lookup, JIT
 binding, specialization, cache key), all but the C launcher and the GPU. --backend
-triton-stubbed: the Triton op on CPU tensors (TRITON_INTERPRET=1) with its kernel launches
-replaced by nothing, so the time is the op's own Python and autograd. --backend baseline: one
-ATen op on the same tensors (torch.addcmul(value, dep, head): one kernel forward, two backward)
-through the same autograd calls, the floor that the machine's autograd engine and launches set
-for any op. On a GPU machine auto (the CUDA C++ op), triton, triton-stand-in, triton-stubbed
-and baseline tell apart the op's Python, Triton's launcher and the machine (bench/gpu_check.sh
-runs them).
+triton-stubbed: the Triton op on CPU tensors (taken as under TRITON_INTERPRET=1) with its
+kernel launches replaced by nothing, so the time is the op's own Python and autograd.
+--backend baseline: one ATen op on the same tensors (torch.addcmul(value, dep, head): one
+kernel forward, two backward) through the same autograd calls, the floor that the machine's
+autograd engine and launches set for any op. On a GPU machine auto (the CUDA C++ op), triton,
+triton-stand-in, triton-stubbed and baseline tell apart the op's Python, Triton's launcher and
+the machine (bench/gpu_check.sh runs them).
 """
 from __future__ import annotations
 
@@ -47,12 +47,16 @@ def mean_us(fn, calls: int = 3000, warmup: int = 200, sync=lambda: None) -> floa
 
 
 def use_triton_on_cpu(variant: str) -> None:
-    """Sets up the Triton op for CPU tensors: "triton-stubbed", under TRITON_INTERPRET=1 with its
-    launches replaced by nothing; "triton-stand-in", with bench/triton_stand_in.py's driver."""
+    """Sets up the Triton op for CPU tensors: "triton-stubbed", taking them as under
+    TRITON_INTERPRET=1 with its launches replaced by nothing; "triton-stand-in", with
+    bench/triton_stand_in.py's driver."""
     if variant == "triton-stubbed":
-        os.environ["TRITON_INTERPRET"] = "1"  # before blosa_kernels imports triton
         import blosa_kernels.op
 
+        # No kernel runs, so no TRITON_INTERPRET (which triton 3.6 refuses with numpy 2.4 and
+        # later, the GPU machines' pair): the op only needs to take CPU tensors, as it does
+        # under the interpreter.
+        blosa_kernels.configs.INTERPRET = True
         blosa_kernels.op._launch = lambda *args, **kwargs: None
     else:
         import triton_stand_in
