@@ -125,13 +125,14 @@ def test_dense_pair_kernels_drop_the_mask_and_row_tests(cubins, stage):
         assert sass_loads.reads_before_last_load(dense) == 0
 
 
-def test_capped_forward_configs_fit_a_third_thread_block(cubins):
-    # configs.ROWS_CONFIGS ends with two shapes of 4 warps and 16 elements a thread with
-    # registers capped (ROWS_MAXNREG): the first shape's (64 rows x 32 features), which takes
-    # 236 registers with triton 3.6 and 200 with 3.8 in compile_check's first case of the kernel
-    # (the benchmark's bfloat16 one-block training forward: 2 thread blocks per SM), and 32 x 64,
-    # the same code a thread. Capped, 3 fit in the SM's 65,536 registers, with no spill
-    # (compile_check fails on one) and the first shape's key loop within a few instructions.
+def test_capped_forward_configs_fit_twelve_warps(cubins):
+    # configs.ROWS_CONFIGS ends with three shapes of 16 elements a thread with registers capped
+    # (ROWS_MAXNREG): the first shape's (4 warps, 64 rows x 32 features), which takes 236
+    # registers with triton 3.6 and 200 with 3.8 in compile_check's first case of the kernel
+    # (the benchmark's bfloat16 one-block training forward: 8 warps per SM), then 4 warps of
+    # 32 x 64 and 2 warps of 16 x 64, the same code a thread. Capped, 12 warps fit in the SM's
+    # 65,536 registers, with no spill (compile_check fails on one) and the first shape's key
+    # loop within a few instructions.
     from blosa_kernels import configs
 
     def registers_and_loop(config, cap=None):
@@ -144,11 +145,14 @@ def test_capped_forward_configs_fit_a_third_thread_block(cubins):
     first = configs.ROWS_CONFIGS[0]
     plain = registers_and_loop(first)
     assert plain[0] > cap, f"uncapped, the first shape needs {plain[0]} registers: the cap changes nothing"
+    assert 8 * 32 * plain[0] <= 65536 < 12 * 32 * plain[0]
     capped = [c for c in configs.ROWS_CONFIGS if c.maxnreg]
-    assert [(c.num_warps, c.kwargs["BM"] * c.kwargs["BD"], c.maxnreg) for c in capped] == [(4, 2048, cap)] * 2
+    assert [(c.num_warps, c.kwargs["BM"], c.kwargs["BD"], c.maxnreg) for c in capped] == [
+        (4, 64, 32, cap), (4, 32, 64, cap), (2, 16, 64, cap)]
     for config in capped:
+        assert config.kwargs["BM"] * config.kwargs["BD"] == 16 * 32 * config.num_warps
         registers, loop = registers_and_loop(config, cap)
-        assert registers <= cap and 3 * 4 * 32 * cap <= 65536, (config, registers)
+        assert registers <= cap and 12 * 32 * cap <= 65536 and 12 % config.num_warps == 0, (config, registers)
         assert loop <= plain[1] + 8, (config, loop, plain)
 
 
