@@ -138,8 +138,16 @@ PAIRS_CONFIGS = [_cfg(w, G=g, BD=bd)
 # (8, 64, 32); (4, 8) 79, 4 elements; (2, 8) 131 and (1, 4) 163, 8 elements, fewer barriers.
 # At 16 elements it spills. (`python -m blosa_kernels.compile_check --cubin-dir DIR`, then
 # `python bench/sass_loads.py --so DIR/FILE.cubin --kernels bwd_fused`.)
-# Rows are FUSED_ROWS in every shape: the scratch's layout depends on them.
+# Rows are FUSED_ROWS in every shape: the scratch's layout depends on them. Then (1, 4), the
+# autotuner's pick for bfloat16 on the H200 (2026-11-27), with registers capped at
+# FUSED_MAXNREG: there it held 12 warps per SM (Nsight Compute: 14.6% achieved occupancy, issue
+# slots 51% busy); capped, 15 fit, with no spill and a loop a few instructions longer (float32,
+# compile_check's case: 162 -> 136 registers with triton 3.6, 163 -> 134 with 3.8). At 128, 16
+# warps, it spills with 3.6, as (2, 8), float32's pick, does at 136. The autotuner keeps it only
+# where it measures faster.
+FUSED_MAXNREG = 136
 FUSED_CONFIGS = [_cfg(w, BM=FUSED_ROWS, BD=bd) for w, bd in ((8, 32), (4, 8), (2, 8), (1, 4))]
+FUSED_CONFIGS.append(_cfg(1, BM=FUSED_ROWS, BD=4, maxnreg=FUSED_MAXNREG))
 # Adds 2·U floats per output element, memory-bound: one shape, 8 elements a thread (128
 # registers; at 16, 239-244, and 64 x 64 on 4 warps spills).
 DKV_SUMS_CONFIGS = [_cfg(4, BN=32, BD=32)]

@@ -156,6 +156,28 @@ def test_capped_forward_configs_fit_twelve_warps(cubins):
         assert loop <= plain[1] + 8, (config, loop, plain)
 
 
+def test_capped_fused_backward_config_fits_fifteen_warps(cubins):
+    # configs.FUSED_CONFIGS ends with its (1 warp, 4 features) shape with registers capped
+    # (FUSED_MAXNREG): uncapped it takes more (12 warps per SM: else the cap is moot), capped 15
+    # warps fit in the SM's 65,536 registers, with no spill (compile_check fails on one) and a
+    # key loop at most 6% longer. The configs compile on compile_check's first case, float32,
+    # with the GPU's 64 rows (configs.FUSED_ROWS is 16 in this process, under the interpreter).
+    from blosa_kernels import configs
+
+    def registers_and_loop(cap=None):
+        code, registers = binary(cubins, "bwd_fused_kernel-fp32-w1-BM64-BD4" + (f"-R{cap}" if cap else ""))
+        loop, = sass_loads.loops(code)
+        return registers, loop.size
+
+    cap = configs.FUSED_MAXNREG
+    capped = [c for c in configs.FUSED_CONFIGS if c.maxnreg]
+    assert [(c.num_warps, c.kwargs["BD"], c.maxnreg) for c in capped] == [(1, 4, cap)]
+    plain_registers, plain_loop = registers_and_loop()
+    registers, loop = registers_and_loop(cap)
+    assert 65536 // (32 * plain_registers) < 15 <= 65536 // (32 * cap), (plain_registers, cap)
+    assert registers <= cap and loop <= 1.06 * plain_loop, (registers, loop, plain_loop)
+
+
 def test_per_pair_report_lists_every_config(cubins):
     rows = sass_loads.per_pair_report(str(cubins)).splitlines()[2:]
     names = [row.split(" | ")[0].strip("| ") for row in rows]
