@@ -38,13 +38,13 @@ def worst_excess(monkeypatch, tanh_error, scale, seed):
 
 @pytest.mark.parametrize("scale", [0.5, 5.0, 40.0, 100.0])
 def test_holds_a_tanh_off_by_a_few_ulps(monkeypatch, scale):
-    seed = zlib.crc32(repr(("few ulps", scale)).encode()) + int(torch.randint(0, 2**20, ()).item())
+    seed = zlib.crc32(repr(("few ulps", scale)).encode())
     excess = worst_excess(monkeypatch, 5e-7, scale, seed)
     assert excess <= float32_atol(scale), (excess, float32_atol(scale), seed)
 
 
 @pytest.mark.parametrize("scale", [40.0, 100.0])
 def test_refuses_a_tanh_ten_times_worse(monkeypatch, scale):
-    seed = zlib.crc32(repr(("ten times", scale)).encode()) + int(torch.randint(0, 2**20, ()).item())
+    seed = zlib.crc32(repr(("ten times", scale)).encode())
     excess = worst_excess(monkeypatch, 5e-6, scale, seed)
     assert excess > float32_atol(scale), (excess, float32_atol(scale), seed)

@@ -16,15 +16,16 @@ RTOL = 1e-4  # float32 results against the float64 reference
 def float32_atol(scale: float) -> float:
     """Absolute tolerance of float32 results against the float64 reference at score scale c.
 
-    2e-5, plus c · 1e-6 for the score's own error on a GPU: the exact float32 tanh there (1 -
+    2e-5, plus c · 1.5e-6 for the score's own error on a GPU: the exact float32 tanh there (1 -
     2 / (2^(2x log2 e) + 1) with ex2.approx and a 2-ulp division) is off by a few ulps of 1,
     absolutely, and the score c · tanh(z / c) multiplies that by c. At c = 100 the H200 gave a
-    d_head 2.8e-5 off (2026-11-27); the float64 reference with its tanh moved by up to 2.4e-7
-    (4 ulps of 1) at random gives up to 1.5 · c · 2.4e-7 on these tests' shapes, and the float32
-    reference within 1.3e-6 at any c of theirs. The interpreter's numpy math is correctly
-    rounded, so on CPU the errors stay near 1e-6.
+    d_head 2.8e-5 off (2026-11-27). The float64 reference with its tanh moved at random by up to
+    5e-7, the most test_triton_math.py's analysis expects, gives up to 4.3e-5 at c = 40 and
+    1.23e-4 at c = 100 (beyond rtol; worst of 300 draws on test_triton_tolerance.py's shapes),
+    against 8e-5 and 1.7e-4 here. The interpreter's numpy math is correctly rounded, so on CPU
+    the errors stay near 1e-6.
     """
-    return 2e-5 + 1e-6 * scale
+    return 2e-5 + 1.5e-6 * scale
 
 
 def make_inputs(B, n, d, mask_kind="none", bias=True, seed=0, dtype=torch.float64, device="cpu"):
