@@ -12,8 +12,8 @@ Nor may a per-block kernel whose warps fit on its blocks have a barrier, nor a p
 none syncs.
 With --cubin-dir DIR it also writes each binary there, named kernel-dtype-scalars.cubin (with
 -2, -3, ... for a kernel's second, third case in one dtype, in the order of cases()), and
-each autotune config's, kernel-dtype-wWARPS-TILES.cubin (e.g. bwd_fused_kernel-fp32-w8-BM64-BD32;
--RN at the end for a config whose registers are capped at N),
+each autotune config's, kernel-dtype-wWARPS-TILES.cubin (config_cubin_name; e.g.
+bwd_fused_kernel-bf16-w8-BM64-BD32, -RN at the end for a config whose registers are capped at N),
 for `cuobjdump -sass` (the cuobjdump that triton bundles will do) or
 `python bench/sass_loads.py --so FILE --kernels NAME` (loop sizes, MUFU, barriers, load distances).
 """
@@ -95,11 +95,14 @@ def cases():
     yield backward.bwd_blocks_kernel, "fp32", dict(ax, **saved, DIR=3, FAST_TANH=False, R=64, TILE=64, BD=32)
     yield backward.bwd_blocks_kernel, "fp16", dict(other, **running, DIR=1, FAST_TANH=True, R=8, TILE=64, BD=32)
     yield backward.bwd_blocks_kernel, "bf16", dict(ax, **saved, FAST_TANH=True, R=8, TILE=64, BD=32)
-    # float32 first: the autotune configs compile on a kernel's first case, and the backward
-    # kernels' loops compare best in one dtype (bwd_dkv_kernel's and bwd_fused_kernel's too).
+    # float32 first: the autotune configs compile on a kernel's first case, and the split
+    # backward kernels' loops compare best in one dtype (bwd_dkv_kernel's too).
     yield backward.bwd_dq_kernel, "fp32", dict(flags, FAST_TANH=False, BM=64, BD=32)
     yield backward.bwd_dq_kernel, "fp16", dict(flags, DIR=2, FAST_TANH=True, BM=64, BD=64)
     yield backward.bwd_dkv_kernel, "fp32", dict(flags, DIR=1, FAST_TANH=False, BN=64, BD=32)
+    # First, for the autotune configs: the fused backward of the benchmark's bfloat16 one-block
+    # training step (the one its register cap is for, configs.FUSED_MAXNREG).
+    yield backward.bwd_fused_kernel, "bf16", dict(flags, FAST_TANH=True, BM=64, BD=64)
     yield backward.bwd_fused_kernel, "fp32", dict(flags, FAST_TANH=False, BM=64, BD=32)
     yield backward.bwd_fused_kernel, "bf16", dict(flags, DIR=2, FAST_TANH=True, BM=64, BD=64)
     yield backward.bwd_dkv_sums_kernel, "fp32", dict(flags, QT=64, BN=64, BD=64)
@@ -122,6 +125,20 @@ def config_cases():
         dtype, constexprs = first[fn]
         for config in kernel_configs:
             yield fn, dtype, dict(constexprs, **config.kwargs), config.num_warps, config.maxnreg
+
+
+# The constexprs that name an autotune config's tile, in its binary's name and its printout.
+TILE_KEYS = ("TILE", "G", "BM", "BN", "BD")
+
+
+def config_cubin_name(kernel: str, dtype: str, num_warps: int, constexprs: dict,
+                      maxnreg: int | None) -> str:
+    """The name --cubin-dir gives an autotune config's binary: kernel-dtype-wWARPS-TILES.cubin,
+    TILES the config's TILE_KEYS in constexprs' order (e.g. bwd_fused_kernel-bf16-w8-BM64-BD32),
+    with -RN at the end for registers capped at N."""
+    tiles = "-".join(f"{k}{v}" for k, v in constexprs.items() if k in TILE_KEYS)
+    cap = f"-R{maxnreg}" if maxnreg else ""
+    return f"{kernel}-{dtype}-w{num_warps}-{tiles}{cap}.cubin"
 
 
 def cuobjdump(cubin: bytes, option: str) -> str | None:
@@ -207,9 +224,7 @@ def main(argv=None) -> int:
                                 options=options)
         usage = resources(kernel.asm["cubin"])
         if args.cubin_dir:
-            tile = "-".join(f"{k}{v}" for k, v in constexprs.items() if k in ("TILE", "G", "BM", "BN", "BD"))
-            cap = f"-R{maxnreg}" if maxnreg else ""
-            name = f"{fn.__name__}-{dtype}-w{num_warps}-{tile}{cap}.cubin"
+            name = config_cubin_name(fn.__name__, dtype, num_warps, constexprs, maxnreg)
             with open(os.path.join(args.cubin_dir, name), "wb") as out:
                 out.write(kernel.asm["cubin"])
         regs, stack = usage if usage else ("?", 0)
@@ -220,7 +235,7 @@ def main(argv=None) -> int:
         capped = f" maxnreg={maxnreg}" if maxnreg else ""
         print(f"{status} {fn.__name__:<18} {dtype:<5} autotune config num_warps={num_warps:<2}{capped} "
               f"registers {regs} stack {stack} barriers {syncs}  {time.time() - t0:5.1f}s  "
-              f"{ {k: v for k, v in constexprs.items() if k in ('TILE', 'G', 'BM', 'BN', 'BD')} }")
+              f"{ {k: v for k, v in constexprs.items() if k in TILE_KEYS} }")
     return 1 if failed else 0
 
 

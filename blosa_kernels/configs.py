@@ -134,17 +134,18 @@ PAIRS_CONFIGS = [_cfg(w, G=g, BD=bd)
 # The fused backward sums, for each key it streams, the tile's d_dep and d_value terms across
 # the tile's rows: a reduction across warps through shared memory, with barriers (per key: 4 on
 # 8 warps, 2 on 4, 4 on 2, 1 on 1). Its shapes (warps, BD) trade that against warps per SM.
-# Registers on sm_90, float32: (8, 32) 175, 8 elements a thread, as the split kernels'
-# (8, 64, 32); (4, 8) 79, 4 elements; (2, 8) 131 and (1, 4) 163, 8 elements, fewer barriers.
-# At 16 elements it spills. (`python -m blosa_kernels.compile_check --cubin-dir DIR`, then
-# `python bench/sass_loads.py --so DIR/FILE.cubin --kernels bwd_fused`.)
+# Registers on sm_90, on compile_check's first case (the benchmark's bfloat16 training step),
+# triton 3.8 / 3.6: (8, 32) 191 / 193, 8 elements a thread; (4, 8) 80 / 84, 4 elements;
+# (2, 8) 130 / 167 and (1, 4) 167 / 163, 8 elements, fewer barriers. At 16 elements it spills.
+# (`python -m blosa_kernels.compile_check --cubin-dir DIR`, then `python bench/sass_loads.py
+# --so DIR/FILE.cubin --kernels bwd_fused`.)
 # Rows are FUSED_ROWS in every shape: the scratch's layout depends on them. Then (1, 4), the
 # autotuner's pick for bfloat16 on the H200 (2026-11-27), with registers capped at
 # FUSED_MAXNREG: there it held 12 warps per SM (Nsight Compute: 14.6% achieved occupancy, issue
-# slots 51% busy); capped, 15 fit, with no spill and a loop a few instructions longer (float32,
-# compile_check's case: 162 -> 136 registers with triton 3.6, 163 -> 134 with 3.8). At 128, 16
-# warps, it spills with 3.6, as (2, 8), float32's pick, does at 136. The autotuner keeps it only
-# where it measures faster.
+# slots 51% busy); capped, 15 fit, with no spill and a key loop about as long (167 -> 135
+# registers and 210 -> 220 instructions with triton 3.8, 163 -> 136 and 233 -> 232 with 3.6).
+# At 128, 16 warps, it spills 24 bytes with 3.6, as (2, 8), float32's pick, does 8 at 136. The
+# autotuner keeps it only where it measures faster.
 FUSED_MAXNREG = 136
 FUSED_CONFIGS = [_cfg(w, BM=FUSED_ROWS, BD=bd) for w, bd in ((8, 32), (4, 8), (2, 8), (1, 4))]
 FUSED_CONFIGS.append(_cfg(1, BM=FUSED_ROWS, BD=4, maxnreg=FUSED_MAXNREG))

@@ -21,6 +21,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "bench"))
 
 import sass_loads  # noqa: E402
+from blosa_kernels import compile_check  # noqa: E402
 
 # Instructions between a loop's global load and its first reader, at least. Every autotune
 # config of every kernel has that with triton 3.8 and with 3.6 (the GPU machines'), and all
@@ -125,6 +126,16 @@ def test_dense_pair_kernels_drop_the_mask_and_row_tests(cubins, stage):
         assert sass_loads.reads_before_last_load(dense) == 0
 
 
+def config_registers_and_loop(cubins, kernel, dtype, config, **constexprs) -> tuple[int, int]:
+    """(registers per thread, key-loop instructions) of compile_check's binary of autotune
+    `config` of `kernel` (constexprs: those that differ in compile_check's process)."""
+    name = compile_check.config_cubin_name(kernel, dtype, config.num_warps,
+                                           dict(config.kwargs, **constexprs), config.maxnreg)
+    code, registers = binary(cubins, name.removesuffix(".cubin"))
+    loop, = sass_loads.loops(code)
+    return registers, loop.size
+
+
 def test_capped_forward_configs_fit_twelve_warps(cubins):
     # configs.ROWS_CONFIGS ends with three shapes of 16 elements a thread with registers capped
     # (ROWS_MAXNREG): the first shape's (4 warps, 64 rows x 32 features), which takes 236
@@ -135,45 +146,38 @@ def test_capped_forward_configs_fit_twelve_warps(cubins):
     # loop within a few instructions.
     from blosa_kernels import configs
 
-    def registers_and_loop(config, cap=None):
-        tile = f"BM{config.kwargs['BM']}-BD{config.kwargs['BD']}" + (f"-R{cap}" if cap else "")
-        code, registers = binary(cubins, f"fwd_rows_kernel-bf16-w{config.num_warps}-{tile}")
-        loop, = sass_loads.loops(code)
-        return registers, loop.size
-
     cap = configs.ROWS_MAXNREG
-    first = configs.ROWS_CONFIGS[0]
-    plain = registers_and_loop(first)
-    assert plain[0] > cap, f"uncapped, the first shape needs {plain[0]} registers: the cap changes nothing"
-    assert 8 * 32 * plain[0] <= 65536 < 12 * 32 * plain[0]
+    plain_registers, plain_loop = config_registers_and_loop(cubins, "fwd_rows_kernel", "bf16",
+                                                            configs.ROWS_CONFIGS[0])
+    assert 8 * 32 * plain_registers <= 65536 < 12 * 32 * plain_registers, plain_registers
     capped = [c for c in configs.ROWS_CONFIGS if c.maxnreg]
     assert [(c.num_warps, c.kwargs["BM"], c.kwargs["BD"], c.maxnreg) for c in capped] == [
         (4, 64, 32, cap), (4, 32, 64, cap), (2, 16, 64, cap)]
+    assert 12 * 32 * cap <= 65536
     for config in capped:
         assert config.kwargs["BM"] * config.kwargs["BD"] == 16 * 32 * config.num_warps
-        registers, loop = registers_and_loop(config, cap)
-        assert registers <= cap and 12 * 32 * cap <= 65536 and 12 % config.num_warps == 0, (config, registers)
-        assert loop <= plain[1] + 8, (config, loop, plain)
+        assert 12 % config.num_warps == 0
+        registers, loop = config_registers_and_loop(cubins, "fwd_rows_kernel", "bf16", config)
+        assert registers <= cap and loop <= plain_loop + 8, (config, registers, loop, plain_loop)
 
 
 def test_capped_fused_backward_config_fits_fifteen_warps(cubins):
     # configs.FUSED_CONFIGS ends with its (1 warp, 4 features) shape with registers capped
     # (FUSED_MAXNREG): uncapped it takes more (12 warps per SM: else the cap is moot), capped 15
     # warps fit in the SM's 65,536 registers, with no spill (compile_check fails on one) and a
-    # key loop at most 6% longer. The configs compile on compile_check's first case, float32,
-    # with the GPU's 64 rows (configs.FUSED_ROWS is 16 in this process, under the interpreter).
+    # key loop at most 6% longer. On compile_check's first case of the kernel (the benchmark's
+    # bfloat16 one-block training step), with the GPU's 64 rows (configs.FUSED_ROWS is 16 in
+    # this process, under the interpreter).
     from blosa_kernels import configs
 
-    def registers_and_loop(cap=None):
-        code, registers = binary(cubins, "bwd_fused_kernel-fp32-w1-BM64-BD4" + (f"-R{cap}" if cap else ""))
-        loop, = sass_loads.loops(code)
-        return registers, loop.size
-
     cap = configs.FUSED_MAXNREG
-    capped = [c for c in configs.FUSED_CONFIGS if c.maxnreg]
-    assert [(c.num_warps, c.kwargs["BD"], c.maxnreg) for c in capped] == [(1, 4, cap)]
-    plain_registers, plain_loop = registers_and_loop()
-    registers, loop = registers_and_loop(cap)
+    capped, = [c for c in configs.FUSED_CONFIGS if c.maxnreg]
+    plain, = [c for c in configs.FUSED_CONFIGS if not c.maxnreg and c.num_warps == capped.num_warps
+              and c.kwargs == capped.kwargs]
+    assert (capped.num_warps, capped.kwargs["BD"], capped.maxnreg) == (1, 4, cap)
+    plain_registers, plain_loop = config_registers_and_loop(cubins, "bwd_fused_kernel", "bf16",
+                                                            plain, BM=64)
+    registers, loop = config_registers_and_loop(cubins, "bwd_fused_kernel", "bf16", capped, BM=64)
     assert 65536 // (32 * plain_registers) < 15 <= 65536 // (32 * cap), (plain_registers, cap)
     assert registers <= cap and loop <= 1.06 * plain_loop, (registers, loop, plain_loop)
 
