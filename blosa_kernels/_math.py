@@ -15,21 +15,27 @@ DIRECTION_CODE = {"forward": FORWARD, "backward": BACKWARD, "diag": DIAG, "all":
 
 
 @triton.jit
+def tanh_exact_denominator(x):
+    """exp2(2 x log2 e) + 1, x clamped to [-15, 15] so that exp2 never overflows (tanh(15) is 1
+    in float32): tanh(x) = 1 - 2 / this, tanh_f32's exact form."""
+    xc = tl.minimum(tl.maximum(x, -15.0), 15.0)
+    return tl.exp2(xc * 2.8853900817779268) + 1.0
+
+
+@triton.jit
 def tanh_f32(x, FAST: tl.constexpr):
     """tanh(x) in float32.
 
     FAST: the `tanh.approx.f32` instruction (one special-function op, max relative error about
-    2^-11; GPU only). Otherwise 1 - 2 / (exp2(2 x log2 e) + 1): an exp2 and a reciprocal, with
-    an absolute error of a few float32 ulps of 1; x is clamped so exp2 never overflows
-    (tanh(15) is 1 in float32).
+    2^-11; GPU only). Otherwise 1 - 2 / tanh_exact_denominator(x): an exp2 and a reciprocal,
+    with an absolute error of a few float32 ulps of 1.
     """
     if FAST:
         t = tl.inline_asm_elementwise(
             "tanh.approx.f32 $0, $1;", "=r,r", [x], dtype=tl.float32, is_pure=True, pack=1
         )
     else:
-        xc = tl.minimum(tl.maximum(x, -15.0), 15.0)
-        t = 1.0 - 2.0 / (tl.exp2(xc * 2.8853900817779268) + 1.0)
+        t = 1.0 - 2.0 / tanh_exact_denominator(x)
     return t
 
 
