@@ -97,11 +97,12 @@ done
 # triton), where ncu can read the counters (not on every machine; a failure here does not fail
 # the check).
 NCU=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | tail -1)
+SECTIONS=(--section SpeedOfLight --section ComputeWorkloadAnalysis --section WarpStateStats
+          --section Occupancy)
 if [ -n "$NCU" ]; then
   step "ncu ($NCU)"
   timed ncu ${NCU_TIMEOUT:-60} "$NCU" --clock-control none --kernel-name regex:'_small|_tiled|_sums|_staged' \
-    --launch-count 13 --section SpeedOfLight --section ComputeWorkloadAnalysis \
-    --section WarpStateStats --section Occupancy $PY bench/ncu_kernels.py > "$LOG/ncu.txt" 2>&1
+    --launch-count 13 "${SECTIONS[@]}" $PY bench/ncu_kernels.py > "$LOG/ncu.txt" 2>&1
   echo "ncu exit $? (report in ncu.txt)"
   # Then the Triton kernels (fwd_pairs, bwd_pairs, fwd_rows, bwd_fused, bwd_dkv_sums), appended
   # to the same file (the device tool brings back eight): only those launched inside the NVTX
@@ -109,8 +110,7 @@ if [ -n "$NCU" ]; then
   echo "== Triton kernels" >> "$LOG/ncu.txt"
   timed "ncu (Triton)" ${NCU_TRITON_TIMEOUT:-45} "$NCU" --clock-control none --nvtx \
     --nvtx-include 'blosa_ncu/' --kernel-name regex:'fwd_|bwd_' --launch-count 6 \
-    --section SpeedOfLight --section ComputeWorkloadAnalysis --section WarpStateStats \
-    --section Occupancy $PY bench/ncu_kernels.py --backend triton >> "$LOG/ncu.txt" 2>&1
+    "${SECTIONS[@]}" $PY bench/ncu_kernels.py --backend triton >> "$LOG/ncu.txt" 2>&1
   echo "ncu (Triton) exit $?"
   grep -E "forward_|backward_|_sums|fwd_|bwd_|Duration|Throughput|Achieved Occupancy|Issue Slots Busy|Registers Per" \
     "$LOG/ncu.txt" | cut -c1-120 | head -100

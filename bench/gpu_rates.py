@@ -320,7 +320,7 @@ def triton_picks() -> list[str]:
     for kind, tuned in configs.TUNED.items():
         for key, config in getattr(tuned, "cache", {}).items():
             shape = dict(config.kwargs, num_warps=config.num_warps)
-            if config.maxnreg:  # configs.ROWS_MAXNREG's shape
+            if config.maxnreg:  # a register-capped shape (configs.ROWS_MAXNREG, FUSED_MAXNREG)
                 shape["maxnreg"] = config.maxnreg
             picks.append(f"- {kind}, {key}: {shape}")
     return picks
