@@ -21,8 +21,8 @@ def float32_atol(scale: float) -> float:
     absolutely, and the score c · tanh(z / c) multiplies that by c. At c = 100 the H200 gave a
     d_head 2.8e-5 off (2026-11-27). The float64 reference with its tanh moved at random by up to
     5e-7, the most test_triton_math.py's analysis expects, gives up to 4.3e-5 at c = 40 and
-    1.23e-4 at c = 100 (beyond rtol; worst of 300 draws on test_triton_tolerance.py's shapes),
-    against 8e-5 and 1.7e-4 here. The interpreter's numpy math is correctly rounded, so on CPU
+    1.23e-4 at c = 100 (beyond rtol; worst of 300 draws: `python
+    tests/triton/test_triton_tolerance.py`), against 8e-5 and 1.7e-4 here. The interpreter's numpy math is correctly rounded, so on CPU
     the errors stay near 1e-6.
     """
     return 2e-5 + 1.5e-6 * scale
