@@ -148,10 +148,11 @@ def per_pair(cubin: str) -> tuple[float, float, int]:
     kernel = name.split("-")[0]
     sass, res = dump(cubin, kernel)
     (mangled, code), = matching(sass, kernel)
-    tile = {k: int(v) for k, v in re.findall(r"-(TILE|G|BD)(\d+)", name)}
+    tile = {k: int(v) for k, v in re.findall(r"-(TILE|BLOCK|BD)(\d+)", name)}
     warps = int(re.search(r"-w(\d+)-", name).group(1))
-    # (block, feature) columns of the program: TILE // 8 blocks of 8 rows, or G blocks.
-    columns = tile.get("G", tile.get("TILE", 0) // 8) * tile["BD"]
+    # (block, feature) columns of the program: BLOCK (per-pair), or TILE // 8 blocks of 8 rows
+    # by BD features (per-block).
+    columns = tile.get("BLOCK") or tile["TILE"] // 8 * tile["BD"]
     pairs = R8_PAIRS * columns / (32 * warps)
     return (executed(code, R8_STEPS) / pairs, executed(code, R8_STEPS, "MUFU") / pairs,
             registers(res).get(mangled, 0))

@@ -315,9 +315,10 @@ def query_row(mask, head, grad_out, out, lse, row, d, o_k, m_k):
 def online_softmax_step(b_sum, b_acc, b_m, t, val, allow, c_log2e, FIXED_PIVOT: tl.constexpr):
     """One key's step of a query tile's online softmax: the state (sum, acc, running max in log2
     units) after the key with t = tanh(z / c) and value val (both broadcast against the tile).
-    `allow` says which (query, key) pairs count, with size 1 on the feature axis: at the fixed
-    pivot it becomes -inf in the exponent of a pair that is not allowed, one select per (query,
-    key) and none per feature; otherwise it keeps the running max and p of such a pair."""
+    `allow` says which (query, key) pairs count, with size 1 on the feature axis of the tile
+    kernels (the per-pair kernels' threads hold one feature each): at the fixed pivot it becomes
+    -inf in the exponent of a pair that is not allowed, one select per (query, key) and none per
+    feature; otherwise it keeps the running max and p of such a pair."""
     if FIXED_PIVOT:
         off = tl.where(allow, -c_log2e, float("-inf"))
         p = tl.exp2(t * c_log2e + off)

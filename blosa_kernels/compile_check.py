@@ -43,6 +43,8 @@ def _signature(fn, dtype, constexprs, float_scalars):
             sig[name] = f"*{dtype}"
         elif name in ("c", "inv_c", "c_log2e"):
             sig[name] = float_scalars
+        elif name == "total" and constexprs.get("INDEX64"):
+            sig[name] = "i64"
         else:
             sig[name] = "i32"
     return sig
@@ -70,7 +72,7 @@ def cases():
     # The per-pair kernels: first a bfloat16 training step at r = 8 (its forward without lse, its
     # backward recomputing it), with a mask, then without one in whole blocks (DENSE: the
     # benchmark's), then lse, the running max, short blocks (R = 4, 1), every direction.
-    pair = dict(flags, FIXED_PIVOT=True, DENSE=False, R=8, G=4, BD=32)
+    pair = dict(flags, FIXED_PIVOT=True, DENSE=False, INDEX64=False, R=8, BLOCK=128)
     yield pairs.fwd_pairs_kernel, "bf16", dict(pair, **no_lse, FAST_TANH=True)
     yield pairs.fwd_pairs_kernel, "bf16", dict(pair, **no_lse, FAST_TANH=True, DENSE=True)
     yield pairs.fwd_pairs_kernel, "fp32", dict(pair, **lse, DIR=1, FAST_TANH=False)
@@ -82,6 +84,9 @@ def cases():
     yield pairs.bwd_pairs_kernel, "fp16", dict(pair, SAVED_LSE=False, FIXED_PIVOT=False, DIR=2, FAST_TANH=True,
                                                R=4, DENSE=True)
     yield pairs.bwd_pairs_kernel, "fp32", dict(pair, SAVED_LSE=False, DIR=1, FAST_TANH=False, R=1)
+    # Element indices in int64 (more than configs.PAIRS_INDEX32_MAX elements).
+    yield pairs.fwd_pairs_kernel, "bf16", dict(pair, **no_lse, FAST_TANH=True, INDEX64=True)
+    yield pairs.bwd_pairs_kernel, "bf16", dict(pair, SAVED_LSE=False, FAST_TANH=True, DENSE=True, INDEX64=True)
     # First, for the autotune configs: the one-block forward of a bfloat16 training step (lse
     # written for the row-tile backward), the benchmark's.
     yield forward.fwd_rows_kernel, "bf16", dict(flags, **lse, FAST_TANH=True, FIXED_PIVOT=True, BM=64, BD=64)
@@ -128,7 +133,7 @@ def config_cases():
 
 
 # The constexprs that name an autotune config's tile, in its binary's name and its printout.
-TILE_KEYS = ("TILE", "G", "BM", "BN", "BD")
+TILE_KEYS = ("TILE", "BLOCK", "BM", "BN", "BD")
 
 
 def config_cubin_name(kernel: str, dtype: str, num_warps: int, constexprs: dict,

@@ -123,14 +123,18 @@ ROWS_CONFIGS = DQ_CONFIGS + [_cfg(4, BM=64, BD=32, maxnreg=ROWS_MAXNREG),
                              _cfg(4, BM=32, BD=64, maxnreg=ROWS_MAXNREG),
                              _cfg(2, BM=16, BD=64, maxnreg=ROWS_MAXNREG)]
 DKV_CONFIGS = [_cfg(w, BN=t, BD=bd) for w, t, bd in _SHAPES]
-# The per-pair kernels (pairs.py) hold a block's rows and every state as [G, BD] tiles of one
-# element a thread (G blocks × BD features = 32 × warps): the whole kernel unrolled, at r = 8
-# 54-57 registers forward and 92-97 backward on sm_90 (bfloat16 and float32, triton 3.8 and
-# 3.6; `python -m blosa_kernels.compile_check` prints each shape's). Two elements a thread (a
-# shape such as (4, 8, 32) here) took them to 80-106 and 168 (triton 3.8). The shapes differ in
-# warps and in blocks per program.
-PAIRS_CONFIGS = [_cfg(w, G=g, BD=bd)
-                 for w, g, bd in ((4, 4, 32), (8, 8, 32), (4, 2, 64), (2, 2, 32))]
+# The per-pair kernels (pairs.py) hold a block's rows and every state as [BLOCK] tiles of one
+# (block, feature) element a thread, BLOCK consecutive elements of the flattened [B · nblk, d]
+# grid a program (BLOCK = 32 × warps): the whole kernel unrolled, at r = 8 40-46 registers
+# forward and 80-90 backward on sm_90 (bfloat16, triton 3.8; `python -m
+# blosa_kernels.compile_check` prints each shape's). Two elements a thread took the [G, BD]
+# tiles they had before to 80-106 and 168. The shapes differ in warps a program; the first has
+# the size of the autotuner's pick for every r = 8 key on the H200 (2026-11-27; 4 warps).
+PAIRS_CONFIGS = [_cfg(w, BLOCK=32 * w) for w in (4, 8, 2, 16)]
+# Element indices of the per-pair kernels stay in int32 up to this many elements (B · nblk · d),
+# so that no program's index passes 2^31 - 1; beyond it they are int64 (INDEX64, a divide by d
+# per element in 64 bits). Tests lower it to run that variant on small shapes.
+PAIRS_INDEX32_MAX = 2**31 - 1 - 4096
 # The fused backward sums, for each key it streams, the tile's d_dep and d_value terms across
 # the tile's rows: a reduction across warps through shared memory, with barriers (per key: 4 on
 # 8 warps, 2 on 4, 4 on 2, 1 on 1). Its shapes (warps, BD) trade that against warps per SM.
@@ -209,7 +213,9 @@ def interpreter_meta(kind: str, d: int, R: int = 1) -> dict:
     if kind in ("fwd_blocks", "bwd_blocks"):
         return {"TILE": max(R, 32), "BD": bd}
     if kind in ("fwd_pairs", "bwd_pairs"):
-        return {"G": 4, "BD": bd}
+        # One warp's worth: the tests' small shapes still span several programs, each crossing
+        # blocks and sequences.
+        return {"BLOCK": 32}
     # Row tiles of 16 so that tests reach the inner (unmasked) key ranges at small n.
     if kind in ("fwd_rows", "bwd_dq"):
         return {"BM": 16, "BD": bd}

@@ -73,6 +73,10 @@ class _Launch:
         self.pairs = self.small and self.R <= configs.PAIRS_MAX
         self.dense = (self.pairs and configs.PAIRS_DENSE and mask is None and self.r == self.R
                       and n % self.r == 0)
+        # The per-pair kernels' (block, feature) elements, indexed in int64 only where int32
+        # could overflow.
+        self.elements = B * self.nblk * d
+        self.index64 = self.elements > configs.PAIRS_INDEX32_MAX
         scale = float(scale)
         self.c, self.inv_c, self.c_log2e = scale, 1.0 / scale, scale * math.log2(math.e)
         self.flags = dict(
@@ -85,7 +89,7 @@ class _Launch:
         return lambda m: (self.B * _cdiv(self.nblk, m["TILE"] // self.R), _cdiv(self.d, m["BD"]))
 
     def pairs_grid(self):
-        return lambda m: (self.B * _cdiv(self.nblk, m["G"]), _cdiv(self.d, m["BD"]))
+        return lambda m: (_cdiv(self.elements, m["BLOCK"]),)
 
     def rows_grid(self, rows):
         return lambda m: (self.B * _cdiv(self.n, m[rows]), _cdiv(self.d, m["BD"]))
@@ -155,7 +159,8 @@ def masked_block_attn_triton_fwd(
     if L.pairs:
         _launch(
             "fwd_pairs", L, L.pairs_grid(), dep, head, value, bias_arg, mask_arg, out, lse_arg,
-            L.n, L.d, L.r, L.nblk, L.c, L.inv_c, L.c_log2e, R=L.R, DENSE=L.dense, **flags,
+            L.n, L.d, L.r, L.nblk, L.elements, L.c, L.inv_c, L.c_log2e, R=L.R, DENSE=L.dense,
+            INDEX64=L.index64, **flags,
         )
     elif L.small:
         _launch(
@@ -203,15 +208,16 @@ def masked_block_attn_triton_bwd(
         # write every row.
         d_head = torch.empty_like(dep)
         d_bias_part = torch.empty((B * L.nblk, d), dtype=torch.float32, device=dep.device)
-        args = (*common, d_dep, d_head, d_value, d_bias_part,
-                L.n, L.d, L.r, L.nblk, L.inv_c, L.c_log2e)
+        tensors = (*common, d_dep, d_head, d_value, d_bias_part)
+        scalars = (L.inv_c, L.c_log2e)
         flags = dict(L.flags, R=L.R, SAVED_LSE=saved_lse,
                      FIXED_PIVOT=saved_lse or L.c <= configs.FIXED_PIVOT_MAX_SCALE)
         if L.pairs:
-            _launch("bwd_pairs", L, L.pairs_grid(), *args, DENSE=L.dense, **flags)
+            _launch("bwd_pairs", L, L.pairs_grid(), *tensors, L.n, L.d, L.r, L.nblk, L.elements,
+                    *scalars, DENSE=L.dense, INDEX64=L.index64, **flags)
         else:
-            _launch("bwd_blocks", L, L.blocks_grid(), *args, ROW_AXIS=configs.BLOCK_ROW_AXIS,
-                    **flags)
+            _launch("bwd_blocks", L, L.blocks_grid(), *tensors, L.n, L.d, L.r, L.nblk, *scalars,
+                    ROW_AXIS=configs.BLOCK_ROW_AXIS, **flags)
         return d_dep, d_head, d_value, d_bias_part.sum(dim=0).to(dep.dtype)
     # The row-tile kernels write d_head in float32, summed for d_bias, then rounded; zero-filled
     # because they skip queries that can have no key.

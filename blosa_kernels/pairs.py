@@ -4,14 +4,22 @@ paper's r = 8 and shorter.
 fwd_blocks_kernel and bwd_blocks_kernel keep a block's R rows on an axis of their tile, so each
 key step computes all R queries and masks out the pairs the direction forbids: at r = 8 under
 "forward" or "backward", 56 (query, key) pairs per block and feature for 28 allowed ones. Here
-a program owns G whole blocks and BD features as [G, BD] tiles, holds each of a block's R rows
-as a tile of its own (a tuple of R tiles), and unrolls the loops over queries and keys at
-compile time (`tl.static_range`), so the direction's rule is decided while compiling and only
-its pairs are computed: r(r - 1)/2 under "forward" and "backward", r(r - 1) under "diag", r²
-under "all". What the compiler cannot know stays a per-pair test on [G] (not per feature): a row
-past the end of a short block (r < R) or of the sequence, and the padding mask. With DENSE (no
-mask, and every block has all R tokens: r = R divides n) the compiler knows those too: no mask
-byte is loaded and no row tested.
+a thread owns one (block, feature) element, holds each of the block's R rows as a tile of its
+own (a tuple of R [BLOCK] tiles), and the loops over queries and keys are unrolled at compile
+time (`tl.static_range`), so the direction's rule is decided while compiling and only its pairs
+are computed: r(r - 1)/2 under "forward" and "backward", r(r - 1) under "diag", r² under "all".
+What the compiler cannot know stays a per-pair test: a row past the end of a short block (r < R)
+or of the sequence, and the padding mask. With DENSE (no mask, and every block has all R
+tokens: r = R divides n) the compiler knows those too: no mask byte is loaded and no row tested.
+
+A program owns BLOCK consecutive elements of the flattened [B · nblk, d] grid of (block,
+feature) elements, as the CUDA small-block kernels' thread blocks do (program_elements):
+consecutive threads take consecutive features, so each of a program's row loads covers BLOCK
+contiguous elements (one run per block it spans), consecutive programs take the elements after,
+and the grid reads and writes its tensors in address order. (Tiles of [G blocks, BD features],
+as these kernels had before, read a 300-feature row in pieces of 32 or 64 features, the rest of
+the row by programs of other feature tiles that ran at another time, and padded d = 300 to 320
+lanes.)
 
 Same meaning, numerics and conventions as the per-block kernels (forward.py, backward.py): scores
 in [-c, c] shifted by c (FIXED_PIVOT) or by a running max that starts at -c; lse +inf for a
@@ -22,7 +30,9 @@ Every output element is written by one program, sums run in a fixed order: deter
 
 Arguments as the per-block kernels': pointers to contiguous [B, n, d] tensors (lse float32),
 bias [d] (zeros when None), mask [B, n] uint8 (ones when None); n, d, r (the resolved block
-length, <= R), nblk, scalars c, 1/c, c·log2(e); DIR 0 forward / 1 backward / 2 diag / 3 all.
+length, <= R), nblk, total = B · nblk · d (the elements), scalars c, 1/c, c·log2(e); DIR 0
+forward / 1 backward / 2 diag / 3 all; INDEX64 where total comes within a program of 2^31
+(element indices in int64; configs.PAIRS_INDEX32_MAX).
 """
 import triton
 import triton.language as tl
@@ -39,88 +49,105 @@ def pair_allowed(u, v, DIR):
 
 
 @triton.jit
-def program_blocks(n, d, r, nblk, G: tl.constexpr, BD: tl.constexpr):
-    """The blocks and features of program (pid 0, pid 1): b (the sequence); o_blk, start, m_blk
-    [G] (each block's index, first position, whether it exists); o_k, m_k [BD] (features, which
-    exist); base [G, BD] (offsets of the features of each block's first row)."""
-    pid = tl.program_id(0)
-    groups = tl.cdiv(nblk, G)
-    b = pid // groups
-    o_blk = (pid % groups) * G + tl.arange(0, G)
-    m_blk = o_blk < nblk
-    start = o_blk * r
-    o_k = tl.program_id(1) * BD + tl.arange(0, BD)
-    m_k = o_k < d
-    base = (b * n + start).to(tl.int64)[:, None] * d + o_k[None, :]
-    return b, o_blk, start, m_blk, o_k, m_k, base
-
-
-@triton.jit
-def row_exists(n, r, start, m_blk, m_k, u, DENSE: tl.constexpr):
-    """Row offset u of the program's blocks: m_u [G] (the row exists: u < r, inside the
-    sequence; under DENSE every block has all R rows) and m_uk [G, BD] (the elements to load or
-    store)."""
-    if DENSE:
-        m_u = m_blk
+def program_elements(n, d, r, nblk, total, R: tl.constexpr, BLOCK: tl.constexpr,
+                     DENSE: tl.constexpr, INDEX64: tl.constexpr):
+    """The BLOCK (block, feature) elements of program pid, one a thread, all [BLOCK]: e (the
+    index in the flattened [B · nblk, d] grid, also the element's offset in d_bias_part), m_e
+    (it exists), f (its feature), start (its block's first position in the sequence; unused
+    under DENSE), row0 (that token's row of the [B · n] rows) and base (the offset of feature f
+    of row row0, int64)."""
+    if INDEX64:
+        e = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
     else:
-        m_u = m_blk & (u < r) & (start + u < n)
-    return m_u, m_u[:, None] & m_k[None, :]
+        e = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    m_e = e < total
+    bb = e // d  # b · nblk + the block's index in its sequence
+    f = e - bb * d
+    if DENSE:
+        # Every sequence is nblk whole blocks of R rows: block bb starts at row bb · R.
+        start = bb
+        row0 = bb * R
+    else:
+        b = bb // nblk
+        start = (bb - b * nblk) * r
+        row0 = b * n + start
+    base = row0.to(tl.int64) * d + f
+    return e, m_e, f, start, row0, base
 
 
 @triton.jit
-def block_keys(mask, dep, value, b, n, d, r, start, m_blk, m_k, base, inv_c, R: tl.constexpr,
+def row_exists(n, r, start, m_e, u, DENSE: tl.constexpr):
+    """[BLOCK]: whether row offset u of each element's block exists (u < r, inside the sequence;
+    under DENSE every block has all R rows): the elements of that row to load or store."""
+    if DENSE:
+        m_u = m_e
+    else:
+        m_u = m_e & (u < r) & (start + u < n)
+    return m_u
+
+
+@triton.jit
+def block_keys(mask, dep, value, n, d, r, m_e, start, row0, base, inv_c, R: tl.constexpr,
                DENSE: tl.constexpr):
-    """The blocks' R rows as keys, each a [G, BD] float32 tile: dep / c, value; and real [G]
-    (the row exists and is not padding; the same for the row as a query): three tuples of R.
-    Each row's mask byte, dep and value are loaded together, not tensor by tensor as
-    block_rows would: that order compiled to another schedule, with more registers in the
-    backward."""
+    """The blocks' R rows as keys, each a [BLOCK] float32 tile: dep / c, value; and real (the
+    row exists and is not padding; the same for the row as a query): three tuples of R. Each
+    row's mask byte, dep and value are loaded together, not tensor by tensor as block_rows
+    would: that order compiled to another schedule, with more registers in the backward."""
     deps = ()
     vals = ()
     reals = ()
     for u in tl.static_range(R):
-        m_u, m_uk = row_exists(n, r, start, m_blk, m_k, u, DENSE)
+        m_u = row_exists(n, r, start, m_e, u, DENSE)
         if DENSE:
             real_u = m_u
         else:
-            real_u = m_u & (tl.load(mask + b * n + start + u, mask=m_u, other=0) != 0)
-        deps = deps + (tl.load(dep + base + u * d, mask=m_uk, other=0.0).to(tl.float32) * inv_c,)
-        vals = vals + (tl.load(value + base + u * d, mask=m_uk, other=0.0).to(tl.float32),)
+            real_u = m_u & (tl.load(mask + row0 + u, mask=m_u, other=0) != 0)
+        deps = deps + (tl.load(dep + base + u * d, mask=m_u, other=0.0).to(tl.float32) * inv_c,)
+        vals = vals + (tl.load(value + base + u * d, mask=m_u, other=0.0).to(tl.float32),)
         reals = reals + (real_u,)
     return deps, vals, reals
 
 
 @triton.jit
-def block_rows(x, n, d, r, start, m_blk, m_k, base, R: tl.constexpr, DENSE: tl.constexpr):
+def block_rows(x, n, d, r, m_e, start, base, R: tl.constexpr, DENSE: tl.constexpr):
     """The blocks' R rows of x as loaded (input dtype; 0 where a row does not exist): a tuple
-    of R [G, BD] tiles. Loaded before any math, with the keys: ptxas issues a load where the
+    of R [BLOCK] tiles. Loaded before any math, with the keys: ptxas issues a load where the
     code puts it, and with each query's rows loaded at its turn, most of the forward's loads were
-    read before its last one was issued, each a wait for memory (7 now, the mask bytes; `python
-    bench/sass_loads.py --whole`, bench/RESULTS.md)."""
+    read before its last one was issued, each a wait for memory (6 now, the mask bytes among
+    them, and none under DENSE; `python bench/sass_loads.py --whole`, bench/RESULTS.md)."""
     rows = ()
     for u in tl.static_range(R):
-        _, m_uk = row_exists(n, r, start, m_blk, m_k, u, DENSE)
-        rows = rows + (tl.load(x + base + u * d, mask=m_uk, other=0.0),)
+        m_u = row_exists(n, r, start, m_e, u, DENSE)
+        rows = rows + (tl.load(x + base + u * d, mask=m_u, other=0.0),)
     return rows
 
 
 @triton.jit
 def fwd_pairs_kernel(
     dep, head, value, bias, mask, out, lse,
-    n, d, r, nblk, c, inv_c, c_log2e,
+    n, d, r, nblk, total, c, inv_c, c_log2e,
     DIR: tl.constexpr,
     FIXED_PIVOT: tl.constexpr, FAST_TANH: tl.constexpr, WRITE_LSE: tl.constexpr,
-    DENSE: tl.constexpr,
-    R: tl.constexpr, G: tl.constexpr, BD: tl.constexpr,
+    DENSE: tl.constexpr, INDEX64: tl.constexpr,
+    R: tl.constexpr, BLOCK: tl.constexpr,
 ):
     c, inv_c, c_log2e = f32(c), f32(inv_c), f32(c_log2e)
-    b, o_blk, start, m_blk, o_k, m_k, base = program_blocks(n, d, r, nblk, G, BD)
-    b_bias = tl.load(bias + o_k, mask=m_k, other=0.0).to(tl.float32)[None, :]
-    deps, vals, reals = block_keys(mask, dep, value, b, n, d, r, start, m_blk, m_k, base, inv_c, R,
-                                   DENSE)
-    heads = block_rows(head, n, d, r, start, m_blk, m_k, base, R, DENSE)
+    e, m_e, f, start, row0, base = program_elements(n, d, r, nblk, total, R, BLOCK, DENSE, INDEX64)
+    b_bias = tl.load(bias + f, mask=m_e, other=0.0).to(tl.float32)
+    # The order of the loads that lets ptxas issue all of them before any math (sm_90, bfloat16,
+    # r = 8): under DENSE, head's rows first (the keys first, it moved the last head row behind
+    # the first query's math: 4 loads read before it was issued); with the mask, the keys
+    # first (6 loads read early, the mask bytes among them, against 11 with head's first).
+    if DENSE:
+        heads = block_rows(head, n, d, r, m_e, start, base, R, DENSE)
+        deps, vals, reals = block_keys(mask, dep, value, n, d, r, m_e, start, row0, base, inv_c,
+                                       R, DENSE)
+    else:
+        deps, vals, reals = block_keys(mask, dep, value, n, d, r, m_e, start, row0, base, inv_c,
+                                       R, DENSE)
+        heads = block_rows(head, n, d, r, m_e, start, base, R, DENSE)
     for v in tl.static_range(R):
-        _, m_vk = row_exists(n, r, start, m_blk, m_k, v, DENSE)
+        m_v = row_exists(n, r, start, m_e, v, DENSE)
         real_v = reals[v]
         b_q = (heads[v].to(tl.float32) + b_bias) * inv_c
         b_sum = tl.zeros_like(b_q)
@@ -130,12 +157,12 @@ def fwd_pairs_kernel(
             if pair_allowed(u, v, DIR):
                 allow = reals[u] & real_v
                 t = tanh_f32(deps[u] + b_q, FAST_TANH)
-                b_sum, b_acc, b_m = online_softmax_step(b_sum, b_acc, b_m, t, vals[u],
-                                                        allow[:, None], c_log2e, FIXED_PIVOT)
+                b_sum, b_acc, b_m = online_softmax_step(b_sum, b_acc, b_m, t, vals[u], allow,
+                                                        c_log2e, FIXED_PIVOT)
         b_out, b_lse = softmax_result(b_sum, b_acc, b_m, b_sum > 0.0, c, FIXED_PIVOT)
-        tl.store(out + base + v * d, b_out.to(out.dtype.element_ty), mask=m_vk)
+        tl.store(out + base + v * d, b_out.to(out.dtype.element_ty), mask=m_v)
         if WRITE_LSE:
-            tl.store(lse + base + v * d, b_lse, mask=m_vk)
+            tl.store(lse + base + v * d, b_lse, mask=m_v)
 
 
 @triton.jit
@@ -143,8 +170,8 @@ def query_probs(deps, reals, real_v, b_q, b_nlse2, c_log2e, v: tl.constexpr, DIR
                 R: tl.constexpr, FAST_TANH: tl.constexpr, SAVED_LSE: tl.constexpr,
                 FIXED_PIVOT: tl.constexpr):
     """Query v's t = tanh(z / c) with each key of its block and its softmax probabilities as
-    p = e · inv: two tuples of R [G, BD] tiles, t and e (b_q where the direction forbids the
-    pair: never read), and inv [G, BD]. With the saved lse (b_nlse2 = -lse·log2(e)) e is p and
+    p = e · inv: two tuples of R [BLOCK] tiles, t and e (b_q where the direction forbids the
+    pair: never read), and inv [BLOCK]. With the saved lse (b_nlse2 = -lse·log2(e)) e is p and
     inv 1; without it e = exp(s - pivot) from the keys held here and inv = 1 / Σ e: a sum and
     a division per query, no tanh or exp more (pivot c, or the largest allowed score, at least
     -c, so a query with no key sums to 0 and gets p = 0). Left unnormalized, e serves the
@@ -157,13 +184,13 @@ def query_probs(deps, reals, real_v, b_q, b_nlse2, c_log2e, v: tl.constexpr, DIR
             t = tanh_f32(deps[u] + b_q, FAST_TANH)
             ts = ts + (t,)
             if not SAVED_LSE and not FIXED_PIVOT:
-                m2 = tl.where((reals[u] & real_v)[:, None], tl.maximum(m2, t * c_log2e), m2)
+                m2 = tl.where(reals[u] & real_v, tl.maximum(m2, t * c_log2e), m2)
         else:
             ts = ts + (b_q,)
     total = tl.zeros_like(b_q)
     for u in tl.static_range(R):
         if pair_allowed(u, v, DIR):
-            allow = (reals[u] & real_v)[:, None]
+            allow = reals[u] & real_v
             if SAVED_LSE:
                 e = tl.where(allow, tl.exp2(ts[u] * c_log2e + b_nlse2), 0.0)
             elif FIXED_PIVOT:
@@ -184,33 +211,33 @@ def query_probs(deps, reals, real_v, b_q, b_nlse2, c_log2e, v: tl.constexpr, DIR
 @triton.jit
 def bwd_pairs_kernel(
     grad_out, dep, head, value, bias, mask, out, lse, d_dep, d_head, d_value, d_bias_part,
-    n, d, r, nblk, inv_c, c_log2e,
+    n, d, r, nblk, total, inv_c, c_log2e,
     DIR: tl.constexpr,
     FAST_TANH: tl.constexpr,
     SAVED_LSE: tl.constexpr,
     FIXED_PIVOT: tl.constexpr,
-    DENSE: tl.constexpr,
-    R: tl.constexpr, G: tl.constexpr, BD: tl.constexpr,
+    DENSE: tl.constexpr, INDEX64: tl.constexpr,
+    R: tl.constexpr, BLOCK: tl.constexpr,
 ):
     inv_c, c_log2e = f32(inv_c), f32(c_log2e)
-    b, o_blk, start, m_blk, o_k, m_k, base = program_blocks(n, d, r, nblk, G, BD)
-    b_bias = tl.load(bias + o_k, mask=m_k, other=0.0).to(tl.float32)[None, :]
-    deps, vals, reals = block_keys(mask, dep, value, b, n, d, r, start, m_blk, m_k, base, inv_c, R,
+    e, m_e, f, start, row0, base = program_elements(n, d, r, nblk, total, R, BLOCK, DENSE, INDEX64)
+    b_bias = tl.load(bias + f, mask=m_e, other=0.0).to(tl.float32)
+    deps, vals, reals = block_keys(mask, dep, value, n, d, r, m_e, start, row0, base, inv_c, R,
                                    DENSE)
-    heads = block_rows(head, n, d, r, start, m_blk, m_k, base, R, DENSE)
-    grads = block_rows(grad_out, n, d, r, start, m_blk, m_k, base, R, DENSE)
+    heads = block_rows(head, n, d, r, m_e, start, base, R, DENSE)
+    grads = block_rows(grad_out, n, d, r, m_e, start, base, R, DENSE)
     if SAVED_LSE:
-        lses = block_rows(lse, n, d, r, start, m_blk, m_k, base, R, DENSE)
+        lses = block_rows(lse, n, d, r, m_e, start, base, R, DENSE)
     else:
         lses = heads  # unused
     dds = ()  # d_dep and d_value of each key, summed over the queries that attend it
     dvs = ()
     for u in tl.static_range(R):
-        dds = dds + (tl.zeros([G, BD], dtype=tl.float32),)
-        dvs = dvs + (tl.zeros([G, BD], dtype=tl.float32),)
-    b_db = tl.zeros([G, BD], dtype=tl.float32)  # each block's d_head, summed over its queries
+        dds = dds + (tl.zeros([BLOCK], dtype=tl.float32),)
+        dvs = dvs + (tl.zeros([BLOCK], dtype=tl.float32),)
+    b_db = tl.zeros([BLOCK], dtype=tl.float32)  # each block's d_head, summed over its queries
     for v in tl.static_range(R):
-        _, m_vk = row_exists(n, r, start, m_blk, m_k, v, DENSE)
+        m_v = row_exists(n, r, start, m_e, v, DENSE)
         real_v = reals[v]
         p_v = base + v * d
         b_q = (heads[v].to(tl.float32) + b_bias) * inv_c
@@ -249,12 +276,11 @@ def bwd_pairs_kernel(
         dvs = new_dvs
         b_db += b_dh
         # Every existing row gets its d_head, 0 for a query with no key: no zero-fill needed.
-        tl.store(d_head + p_v, b_dh.to(d_head.dtype.element_ty), mask=m_vk)
+        tl.store(d_head + p_v, b_dh.to(d_head.dtype.element_ty), mask=m_v)
     for u in tl.static_range(R):
-        _, m_uk = row_exists(n, r, start, m_blk, m_k, u, DENSE)
-        tl.store(d_dep + base + u * d, dds[u].to(d_dep.dtype.element_ty), mask=m_uk)
-        tl.store(d_value + base + u * d, dvs[u].to(d_value.dtype.element_ty), mask=m_uk)
+        m_u = row_exists(n, r, start, m_e, u, DENSE)
+        tl.store(d_dep + base + u * d, dds[u].to(d_dep.dtype.element_ty), mask=m_u)
+        tl.store(d_value + base + u * d, dvs[u].to(d_value.dtype.element_ty), mask=m_u)
     # Each block's d_head summed over its queries, unrounded: d_bias's part (the caller adds up
-    # the B · nblk rows), as bwd_blocks_kernel.
-    p_b = (b * nblk + o_blk).to(tl.int64)[:, None] * d + o_k[None, :]
-    tl.store(d_bias_part + p_b, b_db, mask=m_blk[:, None] & m_k[None, :])
+    # the B · nblk rows), as bwd_blocks_kernel; row bb, feature f of it is element e.
+    tl.store(d_bias_part + e, b_db, mask=m_e)

@@ -146,6 +146,38 @@ def test_dense_pair_kernels_only_where_they_apply(launches, mask_kind, n, block_
     assert launches == [("fwd_pairs", False), ("bwd_pairs", False)]
 
 
+@pytest.mark.parametrize("direction", DIRECTIONS)
+@pytest.mark.parametrize("mask_kind, n, block_len", [("holes", 13, 5), ("right_pad", 24, 8),
+                                                     ("none", 24, 8)])
+def test_pair_kernels_with_int64_indices(monkeypatch, direction, mask_kind, n, block_len):
+    # Past configs.PAIRS_INDEX32_MAX (B · nblk · d) elements the per-pair kernels index them in
+    # int64 (INDEX64); lowered to 0 here, small cases take that variant, general and dense.
+    from blosa_kernels import op
+
+    monkeypatch.setattr(configs, "PAIRS_INDEX32_MAX", 0)
+    flags = []
+    launch = op._launch
+
+    def recording(kind, *args, **kwargs):
+        flags.append((kind, kwargs.get("INDEX64")))
+        launch(kind, *args, **kwargs)
+
+    monkeypatch.setattr(op, "_launch", recording)
+    seed = seed_of(direction, mask_kind, n, block_len, "int64")
+    compare(3, n, 7, block_len, direction, mask_kind, bias=True, scale=5.0, seed=seed)
+    assert flags == [("fwd_pairs", True), ("bwd_pairs", True)]
+
+
+@pytest.mark.parametrize("B, n, d, block_len", [(3, 40, 9, 8), (2, 21, 33, 4), (5, 7, 5, 3)])
+def test_pair_kernels_across_programs(launches, B, n, d, block_len):
+    # Each program takes a run of (block, feature) elements of the flattened [B · nblk, d]
+    # grid (32 in the interpreter): these shapes have several programs, whose runs start and
+    # end inside blocks and sequences, d above and below the run, and short last blocks.
+    seed = seed_of(B, n, d, block_len, "programs")
+    compare(B, n, d, block_len, "diag", "holes", bias=True, scale=5.0, seed=seed)
+    assert [kind for kind, _ in launches] == ["fwd_pairs", "bwd_pairs"]
+
+
 @pytest.mark.parametrize("scale", [0.5, 40.0, 100.0])  # 100 > 40: running-max softmax
 @pytest.mark.parametrize("path", ["default", "per-block", "rows", "fused"])
 def test_scales(request, scale, path):
