@@ -127,6 +127,17 @@ def heaviest_first(x, count, REVERSE: tl.constexpr):
 
 
 @triton.jit
+def features_fastest(d, BD: tl.constexpr):
+    """(pid, o_k) of a program of a 1-D grid whose fastest axis is the feature tiles: its
+    index over the other axes and its BD features. Programs that run at the same time then
+    cover whole rows, read and written in address order, rather than one piece of each of many
+    rows (the per-block kernels; pairs.py says why that order matters)."""
+    tiles = tl.cdiv(d, BD)
+    pid = tl.program_id(0)
+    return pid // tiles, (pid % tiles) * BD + tl.arange(0, BD)
+
+
+@triton.jit
 def row_tile(mask, n, r, BM: tl.constexpr, DIR: tl.constexpr, KEYS: tl.constexpr):
     """The tile of program (pid 0) of a row-tile kernel: BM consecutive rows of one sequence
     (tiles may straddle blocks). Returns b, m0 (the sequence and first row), then tile_ranges.

@@ -35,9 +35,10 @@ c, 1/c and c·log2(e); DIR 0 forward / 1 backward / 2 diag / 3 all; FAST_TANH: t
 import triton
 import triton.language as tl
 
-from blosa_kernels._math import (LOG2E, block_row_tile, block_rows, dir_allows, f32, key_row,
-                                 query_row, query_tile, row_tile, saved_probs, spread_block_rows,
-                                 spread_blocks, spread_offsets, stream_row, tanh_f32)
+from blosa_kernels._math import (LOG2E, block_row_tile, block_rows, dir_allows, f32,
+                                 features_fastest, key_row, query_row, query_tile, row_tile,
+                                 saved_probs, spread_block_rows, spread_blocks, spread_offsets,
+                                 stream_row, tanh_f32)
 
 
 @triton.jit
@@ -100,12 +101,11 @@ def bwd_blocks_kernel(
 ):
     G: tl.constexpr = TILE // R
     inv_c, c_log2e = f32(inv_c), f32(c_log2e)
-    pid = tl.program_id(0)
+    pid, o_k = features_fastest(d, BD)  # o_k: [BD] features
     groups = tl.cdiv(nblk, G)
     b = pid // groups
     o_blk = (pid % groups) * G + tl.arange(0, G)
     o_w = tl.arange(0, R)  # [R] key offset inside the block
-    o_k = tl.program_id(1) * BD + tl.arange(0, BD)
     m_k = o_k < d
     m_blk = o_blk < nblk
     start = o_blk * r

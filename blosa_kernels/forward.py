@@ -23,8 +23,8 @@ c, 1/c and c·log2(e); DIR 0 forward / 1 backward / 2 diag / 3 all; FAST_TANH: t
 import triton
 import triton.language as tl
 
-from blosa_kernels._math import (block_rows, dir_allows, f32, key_pointers, load_key,
-                                 online_softmax_step, pairs_with, row_step, row_tile,
+from blosa_kernels._math import (block_rows, dir_allows, f32, features_fastest, key_pointers,
+                                 load_key, online_softmax_step, pairs_with, row_step, row_tile,
                                  scaled_queries, softmax_result, spans_tile,
                                  spread_block_rows, spread_blocks, spread_offsets, stream_row,
                                  tanh_f32)
@@ -54,12 +54,11 @@ def fwd_blocks_kernel(
 ):
     G: tl.constexpr = TILE // R
     c, inv_c, c_log2e = f32(c), f32(inv_c), f32(c_log2e)
-    pid = tl.program_id(0)
+    pid, o_k = features_fastest(d, BD)  # o_k: [BD] features
     groups = tl.cdiv(nblk, G)
     b = pid // groups
     o_blk = (pid % groups) * G + tl.arange(0, G)  # [G] block index
     o_v = tl.arange(0, R)  # [R] query offset inside the block
-    o_k = tl.program_id(1) * BD + tl.arange(0, BD)  # [BD] feature
     m_k = o_k < d
     m_blk = o_blk < nblk
     start = o_blk * r

@@ -86,7 +86,8 @@ class _Launch:
         self.buckets = (1 << max(int(n) - 1, 0).bit_length(), self.R)
 
     def blocks_grid(self):
-        return lambda m: (self.B * _cdiv(self.nblk, m["TILE"] // self.R), _cdiv(self.d, m["BD"]))
+        # One axis, the feature tiles fastest (_math.features_fastest).
+        return lambda m: (self.B * _cdiv(self.nblk, m["TILE"] // self.R) * _cdiv(self.d, m["BD"]),)
 
     def pairs_grid(self):
         return lambda m: (_cdiv(self.elements, m["BLOCK"]),)
