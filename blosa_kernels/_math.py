@@ -131,19 +131,19 @@ def features_fastest(d, BD: tl.constexpr):
     """(pid, o_k) of a program of a 1-D grid whose fastest axis is the feature tiles: its
     index over the other axes and its BD features. Programs that run at the same time then
     cover whole rows, read and written in address order, rather than one piece of each of many
-    rows (the per-block kernels; pairs.py says why that order matters)."""
+    rows (the per-block kernels and bwd_dkv_sums_kernel; pairs.py says why that order
+    matters)."""
     tiles = tl.cdiv(d, BD)
     pid = tl.program_id(0)
     return pid // tiles, (pid % tiles) * BD + tl.arange(0, BD)
 
 
 @triton.jit
-def row_tile(mask, n, r, BM: tl.constexpr, DIR: tl.constexpr, KEYS: tl.constexpr):
-    """The tile of program (pid 0) of a row-tile kernel: BM consecutive rows of one sequence
-    (tiles may straddle blocks). Returns b, m0 (the sequence and first row), then tile_ranges.
-    A sequence's tiles are numbered heaviest first: under "forward" later queries have more
-    keys, under "backward" later keys more queries."""
-    pid = tl.program_id(0)
+def row_tile(mask, n, r, BM: tl.constexpr, DIR: tl.constexpr, KEYS: tl.constexpr, pid):
+    """The tile of program pid (over the grid's sequences and row tiles) of a row-tile kernel:
+    BM consecutive rows of one sequence (tiles may straddle blocks). Returns b, m0 (the
+    sequence and first row), then tile_ranges. A sequence's tiles are numbered heaviest first:
+    under "forward" later queries have more keys, under "backward" later keys more queries."""
     tiles = tl.cdiv(n, BM)
     b = pid // tiles
     tile = heaviest_first(pid % tiles, tiles, (KEYS and DIR == 0) or ((not KEYS) and DIR == 1))

@@ -196,7 +196,7 @@ def bwd_dq_kernel(
     # n_bucket, r_bucket: unused here; autotune keys. Key ranges as in fwd_rows_kernel.
     inv_c, c_log2e = f32(inv_c), f32(c_log2e)
     b, m0, o_j, m_j, real_j, lo_j, hi_j, last, i_lo, i_hi, inner_lo, inner_hi = row_tile(
-        mask, n, r, BM, DIR, True)
+        mask, n, r, BM, DIR, True, tl.program_id(0))
     o_k = tl.program_id(1) * BD + tl.arange(0, BD)
     m_k = o_k < d
 
@@ -245,8 +245,9 @@ def bwd_dkv_kernel(
     # n_bucket, r_bucket: unused here; autotune keys. The roles of fwd_rows_kernel swapped: the
     # program owns BN consecutive keys and steps through the union of their query ranges.
     inv_c, c_log2e = f32(inv_c), f32(c_log2e)
+    # Padding keys get an empty range: attended by no query.
     b, m0, o_i, m_i, real_i, lo_i, hi_i, last, j_lo, j_hi, inner_lo, inner_hi = row_tile(
-        mask, n, r, BN, DIR, False)  # padding keys get an empty range: attended by no query
+        mask, n, r, BN, DIR, False, tl.program_id(0))
     o_k = tl.program_id(1) * BD + tl.arange(0, BD)
     m_k = o_k < d
 
@@ -350,9 +351,10 @@ def bwd_dkv_sums_kernel(
 ):
     # d_dep and d_value of BN keys: the parts bwd_fused_kernel left for them, one per query tile
     # (of QT rows) that attends them, added in tile order. Padding keys get an empty range: 0.
+    # The feature tiles are the grid's fastest axis (_math.features_fastest).
+    pid, o_k = features_fastest(d, BD)
     b, m0, o_i, m_i, real_i, lo_i, hi_i, last, j_lo, j_hi, inner_lo, inner_hi = row_tile(
-        mask, n, r, BN, DIR, False)
-    o_k = tl.program_id(1) * BD + tl.arange(0, BD)
+        mask, n, r, BN, DIR, False, pid)
     m_k = o_k < d
     start = (o_i // r) * r
     u_lo = (lo_i - start) // QT

@@ -124,7 +124,7 @@ def fwd_rows_kernel(
     # n_bucket, r_bucket: unused here; autotune keys (powers of two of n and r).
     c, inv_c, c_log2e = f32(c), f32(inv_c), f32(c_log2e)
     b, m0, o_j, m_j, real_j, lo_j, hi_j, last, i_lo, i_hi, inner_lo, inner_hi = row_tile(
-        mask, n, r, BM, DIR, True)
+        mask, n, r, BM, DIR, True, tl.program_id(0))
     o_k = tl.program_id(1) * BD + tl.arange(0, BD)
     m_k = o_k < d
 

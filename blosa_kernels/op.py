@@ -92,7 +92,11 @@ class _Launch:
     def pairs_grid(self):
         return lambda m: (_cdiv(self.elements, m["BLOCK"]),)
 
-    def rows_grid(self, rows):
+    def rows_grid(self, rows, features_fastest=False):
+        """Programs of `rows` consecutive rows of a sequence by BD features: two grid axes, or
+        one with the feature tiles fastest (_math.features_fastest)."""
+        if features_fastest:
+            return lambda m: (self.B * _cdiv(self.n, m[rows]) * _cdiv(self.d, m["BD"]),)
         return lambda m: (self.B * _cdiv(self.n, m[rows]), _cdiv(self.d, m["BD"]))
 
     def fused_backward(self) -> bool:
@@ -256,8 +260,8 @@ def _fused_backward(L, common, mask_arg, d_dep, d_head, d_value, sums):
         L.B, L.n, L.d, L.r, L.nblk, U, *L.buckets, L.inv_c, L.c_log2e, **L.flags,
     )
     _launch(
-        "bwd_dkv_sums", L, L.rows_grid("BN"), sums, mask_arg, d_dep, d_value,
-        L.B, L.n, L.d, L.r, U, DIR=L.flags["DIR"], QT=configs.FUSED_ROWS,
+        "bwd_dkv_sums", L, L.rows_grid("BN", features_fastest=True), sums, mask_arg, d_dep,
+        d_value, L.B, L.n, L.d, L.r, U, DIR=L.flags["DIR"], QT=configs.FUSED_ROWS,
     )
 
 
