@@ -86,7 +86,8 @@ def cases():
     yield pairs.bwd_pairs_kernel, "fp32", dict(pair, SAVED_LSE=False, DIR=1, FAST_TANH=False, R=1)
     # Element indices in int64 (more than configs.PAIRS_INDEX32_MAX elements).
     yield pairs.fwd_pairs_kernel, "bf16", dict(pair, **no_lse, FAST_TANH=True, INDEX64=True)
-    yield pairs.bwd_pairs_kernel, "bf16", dict(pair, SAVED_LSE=False, FAST_TANH=True, DENSE=True, INDEX64=True)
+    yield pairs.bwd_pairs_kernel, "bf16", dict(pair, SAVED_LSE=False, FAST_TANH=True, DENSE=True,
+                                               INDEX64=True)
     # First, for the autotune configs: the one-block forward of a bfloat16 training step (lse
     # written for the row-tile backward), the benchmark's.
     yield forward.fwd_rows_kernel, "bf16", dict(flags, **lse, FAST_TANH=True, FIXED_PIVOT=True, BM=64, BD=64)

@@ -87,7 +87,8 @@ class _Launch:
 
     def blocks_grid(self):
         # One axis, the feature tiles fastest (_math.features_fastest).
-        return lambda m: (self.B * _cdiv(self.nblk, m["TILE"] // self.R) * _cdiv(self.d, m["BD"]),)
+        return lambda m: (self.B * _cdiv(self.nblk, m["TILE"] // self.R)
+                          * _cdiv(self.d, m["BD"]),)
 
     def pairs_grid(self):
         return lambda m: (_cdiv(self.elements, m["BLOCK"]),)
