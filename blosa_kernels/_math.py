@@ -135,7 +135,12 @@ def features_fastest(d, BD: tl.constexpr):
     matters)."""
     tiles = tl.cdiv(d, BD)
     pid = tl.program_id(0)
-    return pid // tiles, (pid % tiles) * BD + tl.arange(0, BD)
+    rest = pid // tiles
+    # pid - rest · tiles, not pid % tiles: the same number, but from `%` ptxas (triton 3.6)
+    # scheduled the per-block forward's loop otherwise, reading a streamed row 27 and 24
+    # instructions after its load on 8 and 16 warps instead of 122 and 30
+    # (test_loops_load_ahead).
+    return rest, (pid - rest * tiles) * BD + tl.arange(0, BD)
 
 
 @triton.jit

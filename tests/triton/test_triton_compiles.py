@@ -26,7 +26,7 @@ from blosa_kernels import compile_check  # noqa: E402
 # Instructions between a loop's global load and its first reader, at least. Every autotune
 # config of every kernel has that with triton 3.8 and with 3.6 (the GPU machines'), and all
 # but one have 55 or more: with triton 3.6, fwd_blocks_kernel on 16 warps, where ptxas copies
-# the streamed rows at the top of the next step, 28 instructions after their loads. Loaded
+# the streamed rows at the top of the next step, 30 instructions after their loads. Loaded
 # one step ahead, the per-block kernels' rows were first read 2-20 instructions after their
 # loads on 4 and 8 warps.
 MIN_LOAD_TO_USE = 25
