@@ -73,14 +73,6 @@ def fused_backward(monkeypatch):
 @pytest.fixture
 def launches(monkeypatch):
     """(kernel kind, DENSE argument or None) of every launch, in order."""
-    from blosa_kernels import op
+    from triton_testing import record_launches
 
-    seen = []
-    launch = op._launch
-
-    def recording(kind, *args, **kwargs):
-        seen.append((kind, kwargs.get("DENSE")))
-        launch(kind, *args, **kwargs)
-
-    monkeypatch.setattr(op, "_launch", recording)
-    return seen
+    return record_launches(monkeypatch, "DENSE")

@@ -18,7 +18,8 @@ import torch
 import blosa
 from blosa_kernels import configs, masked_block_attn_triton, masked_block_attn_triton_fwd
 from attn_cases import MASK_KINDS
-from triton_testing import DEVICE, RTOL, float32_atol, make_inputs, reference64, run, use_path
+from triton_testing import (DEVICE, RTOL, float32_atol, make_inputs, record_launches, reference64,
+                            run, use_path)
 
 DIRECTIONS = ("forward", "backward", "diag", "all")
 
@@ -152,17 +153,8 @@ def test_pair_kernels_with_int64_indices(monkeypatch, mask_kind, n, block_len, d
     # Past configs.PAIRS_INDEX32_MAX (B · nblk · d) elements the per-pair kernels index them in
     # int64 (INDEX64); lowered to 0 here, small cases take that variant, general and dense (the
     # last case). The indexing does not depend on the direction: one each, fewer GPU compiles.
-    from blosa_kernels import op
-
     monkeypatch.setattr(configs, "PAIRS_INDEX32_MAX", 0)
-    flags = []
-    launch = op._launch
-
-    def recording(kind, *args, **kwargs):
-        flags.append((kind, kwargs.get("INDEX64")))
-        launch(kind, *args, **kwargs)
-
-    monkeypatch.setattr(op, "_launch", recording)
+    flags = record_launches(monkeypatch, "INDEX64")
     seed = seed_of(direction, mask_kind, n, block_len, "int64")
     compare(3, n, 7, block_len, direction, mask_kind, bias=True, scale=5.0, seed=seed)
     assert flags == [("fwd_pairs", True), ("bwd_pairs", True)]

@@ -22,10 +22,26 @@ def float32_atol(scale: float) -> float:
     d_head 2.8e-5 off (2026-11-27). The float64 reference with its tanh moved at random by up to
     5e-7, the most test_triton_math.py's analysis expects, gives up to 4.3e-5 at c = 40 and
     1.23e-4 at c = 100 (beyond rtol; worst of 300 draws: `python
-    tests/triton/test_triton_tolerance.py`), against 8e-5 and 1.7e-4 here. The interpreter's numpy math is correctly rounded, so on CPU
-    the errors stay near 1e-6.
+    tests/triton/test_triton_tolerance.py`), against 8e-5 and 1.7e-4 here. The interpreter's
+    numpy math is correctly rounded, so on CPU the errors stay near 1e-6.
     """
     return 2e-5 + 1.5e-6 * scale
+
+
+def record_launches(monkeypatch, flag: str) -> list:
+    """(kernel kind, the launch's `flag` argument or None) of every kernel launch the op makes
+    from now on, in order: blosa_kernels.op._launch wrapped for the test."""
+    from blosa_kernels import op
+
+    seen = []
+    launch = op._launch
+
+    def recording(kind, *args, **kwargs):
+        seen.append((kind, kwargs.get(flag)))
+        launch(kind, *args, **kwargs)
+
+    monkeypatch.setattr(op, "_launch", recording)
+    return seen
 
 
 def make_inputs(B, n, d, mask_kind="none", bias=True, seed=0, dtype=torch.float64, device="cpu"):
