@@ -67,12 +67,14 @@ echo "built in $((SECONDS - start)) s"
 
 step "kernel rates"
 # The variants whose question is still open: the general small-block kernels against the dense
-# ones (both backends) and the per-block against the per-pair ones (Triton), and Triton's split
-# backward against its fused one. The others (CUDA stream, split, stream+split, tile4, vec2,
-# persistent, persistent+vec2; Triton fast32) gave the same verdict on two H200 runs
-# (bench/RESULTS.md) and take `--cuda-variants` / `--triton-variants` by hand.
-timed rates ${RATES_TIMEOUT:-130} $PY bench/gpu_rates.py --out "$LOG/rates.json" \
-  --cuda-variants general --triton-variants split,per-block,general > "$LOG/rates.md" 2>&1
+# ones (both backends), CUDA's dense kernels with their loads first (loads-first), the per-block
+# against the per-pair ones (Triton), and Triton's split backward against its fused one. The
+# others (CUDA stream, split, stream+split, tile4, vec2, persistent, persistent+vec2; Triton
+# fast32) gave the same verdict on two H200 runs (bench/RESULTS.md) and take `--cuda-variants`
+# / `--triton-variants` by hand.
+timed rates ${RATES_TIMEOUT:-150} $PY bench/gpu_rates.py --out "$LOG/rates.json" \
+  --cuda-variants general,loads-first --triton-variants split,per-block,general \
+  > "$LOG/rates.md" 2>&1
 rates_status=$?
 
 step "host overhead"

@@ -102,6 +102,8 @@ def test_variants_combine():
         "BLOSA_CUDA_TILE": "4", "BLOSA_CUDA_FORWARD": "staged", "BLOSA_CUDA_BACKWARD": "fused"}
     assert gpu_rates.variant_env("stream+split") == {
         "BLOSA_CUDA_FORWARD": "stream", "BLOSA_CUDA_BACKWARD": "split"}
+    assert gpu_rates.variant_env("loads-first") == {"BLOSA_CUDA_SMALL_LOADS_FIRST": "1"}
+    assert gpu_rates.variant_config("loads-first")[0] == "r=8"
 
 
 @pytest.mark.parametrize("variant, part", [("tile", "'tile'"), ("fused+tilex", "'tilex'"),

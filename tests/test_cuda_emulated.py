@@ -67,19 +67,21 @@ def reference(inputs, mask, grad_out, settings, dtype=torch.float64):
 
 
 def run_emulated(ops, inputs, mask, grad_out, dtype, settings, tile, fused=False, staged=False,
-                 recompute=False, small_vec=1, persistent=0, small_dense=True):
+                 recompute=False, small_vec=1, persistent=0, small_dense=True,
+                 small_loads_first=False):
     """out, d_dep, d_head, d_value, d_bias ([0] without a bias) of the emulated kernels on
     inputs cast to dtype. recompute:
     the forward saves no lse, and the backward gets empty out and lse (it recomputes them).
     small_vec: features per thread of the small-block kernels that allow it. persistent: thread
     blocks of the persistent small-block kernels (0: the one-shot ones). small_dense: whether
-    calls that allow them take the dense small-block kernels."""
+    calls that allow them take the dense small-block kernels; small_loads_first: whether those
+    issue their loads first."""
     xs = [None if t is None else t.to(dtype) for t in inputs]
     out, lse = ops.fwd(*xs, mask, *settings, tile, staged, not recompute, small_vec, persistent,
-                       small_dense)
+                       small_dense, small_loads_first)
     saved_out = out.new_empty(0) if recompute else out
     grads = ops.bwd(grad_out.to(dtype), *xs, mask, saved_out, lse, *settings, tile, fused,
-                    small_vec, persistent, small_dense)
+                    small_vec, persistent, small_dense, small_loads_first)
     return [out, *grads], lse
 
 
@@ -294,18 +296,40 @@ def test_dense_small_kernels_where_they_apply(emulated):
     assert launches(small_dense=False) == 0
 
 
+def test_loads_first_kernels_where_they_apply(emulated):
+    # Where the dispatcher takes the dense kernels with their loads first (small_loads_first in
+    # dispatch.h): asked for, on a call the dense kernels take, with float accumulation.
+    gen = generator_for("loads-first-dispatch")
+
+    def launches(mask_kind="none", dtype=torch.float32, small_loads_first=True, **options):
+        inputs, mask, grad_out = make_case(2, 16, 6, gen, True, mask_kind)
+        before = emulated.loads_first_launch_count(), emulated.dense_launch_count()
+        run_emulated(emulated, inputs, mask, grad_out, dtype, (8, "forward", 5.0), 8,
+                     recompute=True, small_loads_first=small_loads_first, **options)
+        return (emulated.loads_first_launch_count() - before[0],
+                emulated.dense_launch_count() - before[1])
+
+    assert launches() == (2, 2)  # the forward and the recomputing backward
+    assert launches(dtype=torch.bfloat16) == (2, 2) and launches(dtype=torch.float16) == (2, 2)
+    assert launches(dtype=torch.float64) == (0, 2)  # double accumulation: the plain dense ones
+    assert launches(small_loads_first=False) == (0, 2)
+    assert launches(mask_kind="right_pad") == (0, 0) and launches(small_dense=False) == (0, 0)
+
+
 @pytest.mark.parametrize("variant", [dict(small_vec=2), dict(persistent=1),
-                                     dict(small_vec=2, persistent=1), dict(small_dense=False)],
+                                     dict(small_vec=2, persistent=1), dict(small_dense=False),
+                                     dict(small_loads_first=True)],
                          ids=str)
 def test_small_kernel_variants_give_the_same_bits(emulated, variant):
     # Two features a thread, or a persistent grid: each feature's arithmetic is the same, in the
     # same order, whichever thread does it: bitwise equal to the default kernels. The dense
     # kernels (the default here: no mask, whole blocks of 8) against the general ones: they
-    # leave out only tests whose outcome they know.
+    # leave out only tests whose outcome they know; and the dense ones against those with their
+    # loads first, which add only a test that never holds.
     gen = generator_for("small-variants", *variant.items())
-    default_is_dense = variant.get("small_dense") is False
-    inputs, mask, grad_out = make_case(3, 24 if default_is_dense else 21, 40, gen, True,
-                                       "none" if default_is_dense else "holes")
+    dense_call = variant.get("small_dense") is False or variant.get("small_loads_first", False)
+    inputs, mask, grad_out = make_case(3, 24 if dense_call else 21, 40, gen, True,
+                                       "none" if dense_call else "holes")
     for direction in DIRECTIONS:
         settings = (8, direction, 5.0)
         default, _ = run_emulated(emulated, inputs, mask, grad_out, torch.bfloat16, settings, 8,

@@ -12,8 +12,9 @@ It also checks that the small kernels meant to keep the scale c·log2 e in a reg
 (SmallScale) do not reload it from the kernel parameters before every pair, that the
 one-shot small kernels of direction "backward" issue their loads as early as "forward"'s do,
 and that the dense small-block kernels (no mask, whole blocks) are shorter than the general
-ones and need no more registers, which is what they are for; and that d_bias's column sums
-have eight rows' loads in flight at once.
+ones and need no more registers, which is what they are for, that the dense kernels compiled
+to issue their loads first do, and that d_bias's column sums have eight rows' loads in flight
+at once.
 Skipped, with the reason, where the build has no CUDA kernels (a CPU-only install); CI builds
 them.
 """
@@ -169,8 +170,9 @@ def test_dense_kernels_are_shorter_and_no_larger(kernels, dumped, kernel, dtype)
     registers = sass_loads.registers(dumped[1])
     for direction in range(4):
         def variant(dense):
+            # then forward_small's kLoadsFirst, false (the default)
             mangled = re.compile(rf"^_ZN5blosa4cuda\d+{kernel}I{DTYPES[dtype]}fLNS_9DirectionE"
-                                 rf"{direction}ELb1ELi1ELb0ELb{int(dense)}E")
+                                 rf"{direction}ELb1ELi1ELb0ELb{int(dense)}E(Lb0E)?E")
             (name,) = [name for name in kernels if mangled.search(name)]
             return name, len(kernels[name]), registers[name]
 
@@ -180,6 +182,36 @@ def test_dense_kernels_are_shorter_and_no_larger(kernels, dumped, kernel, dtype)
             f"{dense}: {dense_size} instructions, the general kernel {general_size}")
         assert dense_regs <= general_regs, (
             f"{dense}: {dense_regs} registers, the general kernel {general_regs}")
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("kernel", ("forward_small", "backward_small_recompute"))
+def test_loads_first_kernels_issue_every_load_first(kernels, dumped, kernel, dtype):
+    # The dense kernels with their loads first (KernelOptions::small_loads_first,
+    # loads_first_gate in csrc/cuda/attn_kernels.cuh) exist to read no load before the last one
+    # is issued; the plain dense ones read 14-31 that early on the 2026-11-28 build. In every
+    # direction: none, the same loads as the plain kernel (a row the gate left out would come
+    # after it; a row the kernel does not read would be loaded for it), no more registers (but
+    # float32's forward: at most 40, 6 thread blocks of 256 an SM), at most 5% more code.
+    registers = sass_loads.registers(dumped[1])
+    for direction in range(4):
+        def variant(loads_first):
+            mangled = re.compile(rf"^_ZN5blosa4cuda\d+{kernel}I{DTYPES[dtype]}fLNS_9Direction"
+                                 rf"E{direction}ELb1ELi1ELb0ELb1ELb{int(loads_first)}EE")
+            (name,) = [name for name in kernels if mangled.search(name)]
+            code = kernels[name]
+            loads = sum(bool(re.search(r"\bLDG\b", text)) for _, text in code)
+            return (name, sass_loads.reads_before_last_load(code), loads, len(code),
+                    registers[name])
+
+        plain, first = variant(False), variant(True)
+        name, early, loads, size, regs = first
+        where = f"{name} (python bench/sass_loads.py --whole --kernels {kernel})"
+        assert early == 0, f"{where}: {early} loads read before the last one is issued"
+        assert loads == plain[2], f"{where}: {loads} global loads, the plain kernel {plain[2]}"
+        assert size <= 1.05 * plain[3], f"{where}: {size} instructions, the plain one {plain[3]}"
+        allowed = 40 if (kernel, dtype) == ("forward_small", "float32") else plain[4]
+        assert regs <= allowed, f"{where}: {regs} registers, the plain kernel {plain[4]}"
 
 
 def test_column_sums_issue_eight_loads_at_once(kernels, dumped):

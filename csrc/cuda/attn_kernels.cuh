@@ -516,6 +516,51 @@ __device__ __forceinline__ void real_rows(const SmallIndex& s, const int (&mask)
   for (int i = 0; i < kSmallMax; ++i) real[i] = i < s.len && mask[i] != 0;
 }
 
+// Whether the small kernels read row i of SmallTensor t under direction D: dep and value of a
+// key some query attends, head of a query that attends a key, and every grad_out row (a query
+// with no key still reads its g: d_head = g · 0, which the compiler may not fold). The
+// compiler loads no other row.
+template <Direction D>
+__device__ constexpr bool small_row_read(int t, int i) {
+  bool read = t == kGrad;
+  for (int o = 0; o < kSmallMax; ++o) {
+    read = read || (t == kDep || t == kValue ? pair_ok<D>(i, o) : t == kHead && pair_ok<D>(o, i));
+  }
+  return read;
+}
+
+// A test that holds for no dense call but that the compiler cannot decide, placed between the
+// small kernels' loads and their math so that every load is issued before any of the math. It
+// multiplies p.r − kSmallMax (0: a dense call's blocks all have kSmallMax tokens) by the bits of
+// every row the kernel reads (small_row_read), so the branch needs all of them, and the math
+// behind it starts once they have all arrived: one round trip to memory a thread. Left to
+// itself, ptxas interleaves loads and math (the dense kernels at r = 8 read 14-31 loads before
+// the last one is issued; the bfloat16 forward then waited on its loads: 23.6 cycles between a
+// warp's instructions against the general kernel's 13.4, Nsight Compute, bench/RESULTS.md). A
+// test of p.r alone did not do it: ptxas moved it above the loads in the backward, and the
+// forward took 48 registers instead of 32. A row outside the product would be loaded after the
+// branch, and a row no kernel reads would be loaded for it (tests/test_cuda_schedule.py checks
+// both).
+template <Direction D, typename T, typename A, int V, int kN>
+__device__ __forceinline__ bool loads_first_gate(const Args<T, A>& p,
+                                                 const SmallLoads<T, V, kN>& l) {
+  using Word = typename PackWord<sizeof(Pack<T, V>)>::type;
+  static_assert(sizeof(Word) <= 4, "one word a row");
+  unsigned bits = 0;
+#pragma unroll
+  for (int t = 0; t < kN; ++t) {
+#pragma unroll
+    for (int i = 0; i < kSmallMax; ++i) {
+      if (small_row_read<D>(t, i)) {
+        Word word;
+        memcpy(&word, &l.rows[t][i], sizeof(word));
+        bits |= word;
+      }
+    }
+  }
+  return (p.r - kSmallMax) * int64_t(bits) != 0;
+}
+
 // Runs body(s, loads, real) on the thread's small blocks, loads (SmallLoads) of the kN
 // tensors `from`. kDense (small_dense in dispatch.h: no mask, every block of kSmallMax
 // tokens): s.len and every mask byte are constants, so the compiler drops the tests of both
@@ -526,14 +571,22 @@ __device__ __forceinline__ void real_rows(const SmallIndex& s, const int (&mask)
 // and issuing the next block's loads before computing this one, so that its loads are in
 // flight while it computes. The one-shot kernels load, compute and exit, and at r = 8 ran at
 // 23-41% of an H200's bandwidth with most stalls on global loads (bench/RESULTS.md).
-template <int V, bool kPersistent, bool kDense, int kN, typename T, typename A, typename Body>
+// kLoadsFirst (the one-shot dense kernels; KernelOptions::small_loads_first): every load is
+// issued before any of the math (loads_first_gate). Direction D says which rows the kernels
+// read (small_row_read).
+template <Direction D, int V, bool kPersistent, bool kDense, bool kLoadsFirst, int kN, typename T,
+          typename A, typename Body>
 __device__ __forceinline__ void for_small_blocks(const Args<T, A>& p, const T* const (&from)[kN],
                                                  Body&& body) {
+  static_assert(!kLoadsFirst || (kDense && !kPersistent));
   int64_t gid = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   SmallIndex s;
   if (!small_index_at<V, kDense>(p, gid, s)) return;
   SmallLoads<T, V, kN> next;
   load_small_block<V, kDense>(p, s, from, next);
+  if constexpr (kLoadsFirst) {
+    if (loads_first_gate<D>(p, next)) return;  // never (see there)
+  }
   if constexpr (!kPersistent) {
     bool real[kSmallMax];
     real_rows(s, next.mask, real);
@@ -615,22 +668,29 @@ __device__ __forceinline__ void forward_small_block(const Args<T, A>& p, const S
   }
 }
 
-// Thread blocks per SM that forward_small's registers must allow (0: no bound). Persistent, one
-// feature a thread, directions "forward" and "backward" (Bi-BloSA's), it took 80 to 101
+// Thread blocks per SM that forward_small's registers must allow (0: no bound), in directions
+// "forward" and "backward" (Bi-BloSA's) at one feature a thread. Persistent, it took 80 to 101
 // registers unbounded, and 3 blocks of 256 threads fit only at <= 80: bounded, it fits in 80
 // with no spill (`bench/sass_loads.py --whole`: stack 0). "diag" and "all" (twice the pairs)
-// spilled 54-106 bytes when bounded (a build with the bound edited), so they are not.
-template <Direction D, int V, bool kPersistent>
+// spilled 54-106 bytes when bounded (a build with the bound edited), so they are not. The
+// 16-bit dense kernel with its loads first (kLoadsFirst) took 40 registers in direction
+// "forward" unbounded, the plain one 32: bounded to 8 blocks (32), it has no spill; float32's
+// spilled 8 bytes bounded, so it keeps 40 (6 blocks).
+template <typename T, Direction D, int V, bool kPersistent, bool kLoadsFirst>
 constexpr int kForwardSmallBlocksPerSM =
-    kPersistent && V == 1 && (D == Direction::kForward || D == Direction::kBackward) ? 3 : 0;
+    V != 1 || !(D == Direction::kForward || D == Direction::kBackward) ? 0
+    : kPersistent                                                     ? 3
+    : kLoadsFirst && sizeof(T) == 2                                   ? 8
+                                                                      : 0;
 
 // kDense: the call has no mask, every block kSmallMax tokens, and wants no lse (small_dense
-// in dispatch.h).
+// in dispatch.h). kLoadsFirst: for_small_blocks'.
 template <typename T, typename A, Direction D, bool kFixed, int V, bool kPersistent,
-          bool kDense = false>
-__global__ void __launch_bounds__(kSmallThreads, (kForwardSmallBlocksPerSM<D, V, kPersistent>))
+          bool kDense = false, bool kLoadsFirst = false>
+__global__ void __launch_bounds__(kSmallThreads,
+                                  (kForwardSmallBlocksPerSM<T, D, V, kPersistent, kLoadsFirst>))
     forward_small(const Args<T, A> p) {
-  for_small_blocks<V, kPersistent, kDense>(
+  for_small_blocks<D, V, kPersistent, kDense, kLoadsFirst>(
       p, {p.dep, p.value, p.head},
       [&](const SmallIndex& s, const SmallLoads<T, V, 3>& in, const bool(&real)[kSmallMax]) {
         forward_small_block<T, A, D, kFixed, V, kDense>(p, s, in, real);
@@ -703,7 +763,7 @@ __device__ __forceinline__ void backward_small_block(const Args<T, A>& p, const 
 
 template <typename T, typename A, Direction D>
 __global__ void __launch_bounds__(kSmallThreads) backward_small(const Args<T, A> p) {
-  for_small_blocks<1, false, false>(
+  for_small_blocks<D, 1, false, false, false>(
       p, {p.dep, p.value, p.head, p.grad_out, p.out_in},
       [&](const SmallIndex& s, const SmallLoads<T, 1, 5>& in, const bool(&real)[kSmallMax]) {
         backward_small_block<T, A, D>(p, s, in, real);
@@ -796,10 +856,11 @@ __device__ __forceinline__ void backward_small_recompute_block(
 }
 
 // kDense: the call has no mask and every block kSmallMax tokens (small_dense in dispatch.h).
+// kLoadsFirst: for_small_blocks'.
 template <typename T, typename A, Direction D, bool kFixed, int V, bool kPersistent,
-          bool kDense = false>
+          bool kDense = false, bool kLoadsFirst = false>
 __global__ void __launch_bounds__(kSmallThreads) backward_small_recompute(const Args<T, A> p) {
-  for_small_blocks<V, kPersistent, kDense>(
+  for_small_blocks<D, V, kPersistent, kDense, kLoadsFirst>(
       p, {p.dep, p.value, p.head, p.grad_out},
       [&](const SmallIndex& s, const SmallLoads<T, V, 4>& in, const bool(&real)[kSmallMax]) {
         backward_small_recompute_block<T, A, D, kFixed, V, V == 2 || kPersistent>(p, s, in, real);

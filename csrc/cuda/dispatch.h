@@ -22,8 +22,8 @@
 namespace blosa::cuda {
 
 // How the kernels run; masked_block_attn_cuda.cu reads it from BLOSA_CUDA_TILE,
-// BLOSA_CUDA_BACKWARD, BLOSA_CUDA_FORWARD, BLOSA_CUDA_SMALL_VEC, BLOSA_CUDA_SMALL_PERSISTENT
-// and BLOSA_CUDA_SMALL_DENSE, for tuning.
+// BLOSA_CUDA_BACKWARD, BLOSA_CUDA_FORWARD, BLOSA_CUDA_SMALL_VEC, BLOSA_CUDA_SMALL_PERSISTENT,
+// BLOSA_CUDA_SMALL_DENSE and BLOSA_CUDA_SMALL_LOADS_FIRST, for tuning.
 struct KernelOptions {
   // Rows (queries, or keys in backward) per thread: 4 or 8. 8 was the fastest forward+backward
   // on an H200 (bench/RESULTS.md); 16 was slower everywhere and is gone.
@@ -56,6 +56,12 @@ struct KernelOptions {
   // 2026-11-27, second run): forward+backward 1.05x (float32) and 1.15x (bfloat16) the general
   // kernels, the forward 0.91x / 1.00x. Off, every call takes the general kernels.
   bool small_dense = true;
+  // The dense small-block forward and recomputing backward (float accumulation) with every
+  // load issued before any of the math (loads_first_gate in attn_kernels.cuh): one round trip
+  // to memory a thread instead of several, for 2-4% more instructions, the same registers but
+  // in float32's forward (32 -> 40). Off until a GPU run measures it (bench/RESULTS.md, "Made
+  // without a GPU (2026-11-28)").
+  bool small_loads_first = false;
 };
 
 // The type inputs of type T accumulate in: float (double for double).
@@ -107,6 +113,7 @@ struct Geometry {
   int64_t tiles_per_block = 0, total = 0;
   bool persistent = false;
   bool dense = false;  // a dense small-block kernel (small_dense): the emulation's tests count them
+  bool loads_first = false;  // one with its loads first (small_loads_first): counted too
 };
 
 // a set up for the small kernels' thread index at vector width vec (small_index_at).
@@ -123,7 +130,7 @@ Args<T, A> with_small_index(Args<T, A> a, int vec) {
 
 template <typename T, typename A>
 Geometry small_geometry(const Args<T, A>& a, int vec = 1, bool persistent = false,
-                        bool dense = false) {
+                        bool dense = false, bool loads_first = false) {
   const int64_t blocks = ceil_div(a.B * a.nblocks * (a.d / vec), kSmallThreads);
   TORCH_CHECK(persistent || blocks <= std::numeric_limits<int>::max(),
               "masked_block_attn: input too large");
@@ -133,6 +140,7 @@ Geometry small_geometry(const Args<T, A>& a, int vec = 1, bool persistent = fals
   Geometry g{blocks, 1, kSmallThreads, 1};
   g.persistent = persistent;
   g.dense = dense;
+  g.loads_first = loads_first;
   return g;
 }
 
@@ -152,6 +160,12 @@ template <typename T, typename A>
 bool small_dense(const Args<T, A>& a, KernelOptions opt, bool fixed, int vec, bool persistent) {
   return opt.small_dense && fixed && vec == 1 && !persistent && a.mask == nullptr &&
          a.lse == nullptr && a.r == kSmallMax && a.n % kSmallMax == 0;
+}
+
+// Whether the dense small-block kernels of this call issue their loads first (small_loads_first).
+template <typename A>
+bool small_loads_first(KernelOptions opt, bool dense) {
+  return opt.small_loads_first && dense && std::is_same_v<A, float>;
 }
 
 template <typename T, typename A>
@@ -243,24 +257,30 @@ int small_vec(const Args<T, A>& a, KernelOptions opt) {
 }
 
 // The template arguments of a small-block kernel besides T, A and the direction.
-template <int V, bool kFixed, bool kPersistent, bool kDense>
+template <int V, bool kFixed, bool kPersistent, bool kDense, bool kLoadsFirst = false>
 struct SmallVariant {
   static constexpr int width = V;  // features per thread (small_vec)
-  static constexpr bool fixed = kFixed, persistent = kPersistent, dense = kDense;
+  static constexpr bool fixed = kFixed, persistent = kPersistent, dense = kDense,
+                        loads_first = kLoadsFirst;
 };
 
 // Calls f(SmallVariant<...>{}) for a small-block kernel of vector width vec (small_vec), pivot,
-// shape (small_persistent) and dense variant (small_dense). Only what the dispatcher can pick
-// is instantiated: width 2 not for double, persistent kernels for the fixed pivot and float
-// accumulation, dense ones for the fixed pivot at width 1.
+// shape (small_persistent), dense variant (small_dense) and load order (small_loads_first).
+// Only what the dispatcher can pick is instantiated: width 2 not for double, persistent
+// kernels for the fixed pivot and float accumulation, dense ones for the fixed pivot at width
+// 1, with their loads first for float accumulation.
 template <typename T, typename A, typename F>
-void with_small_variant(int vec, bool fixed, bool persistent, bool dense, F&& f) {
+void with_small_variant(int vec, bool fixed, bool persistent, bool dense, bool loads_first,
+                        F&& f) {
   const auto at_width = [&](auto width) {
     constexpr int V = decltype(width)::value;
     if constexpr (std::is_same_v<A, float>) {
       if (persistent) return f(SmallVariant<V, true, true, false>{});
     }
     if constexpr (V == 1) {
+      if constexpr (std::is_same_v<A, float>) {
+        if (fixed && dense && loads_first) return f(SmallVariant<V, true, false, true, true>{});
+      }
       if (fixed && dense) return f(SmallVariant<V, true, false, true>{});
     }
     if (fixed) return f(SmallVariant<V, true, false, false>{});
@@ -292,13 +312,15 @@ void dispatch_forward(const Args<T, A>& a, double scale, KernelOptions opt, Laun
     const int vec = small_vec(a, opt);
     const bool persistent = small_persistent<A>(opt, fixed);
     const bool dense = small_dense(a, opt, fixed, vec, persistent);
-    const Geometry g = small_geometry(a, vec, persistent, dense);
+    const bool loads_first = small_loads_first<A>(opt, dense);
+    const Geometry g = small_geometry(a, vec, persistent, dense, loads_first);
     with_direction(a.dir, [&](auto dc) {
       constexpr Direction D = decltype(dc)::value;
-      with_small_variant<T, A>(vec, fixed, persistent, dense, [&](auto variant) {
+      with_small_variant<T, A>(vec, fixed, persistent, dense, loads_first, [&](auto variant) {
         using S = decltype(variant);
-        launch(forward_small<T, A, D, S::fixed, S::width, S::persistent, S::dense>, g,
-               with_small_index(a, S::width));
+        launch(forward_small<T, A, D, S::fixed, S::width, S::persistent, S::dense,
+                             S::loads_first>,
+               g, with_small_index(a, S::width));
       });
     });
   } else if (opt.staged_forward) {
@@ -340,16 +362,18 @@ void dispatch_backward(const Args<T, A>& a, double scale, KernelOptions opt, int
     const int vec = a.lse_in != nullptr ? 1 : small_vec(a, opt);
     const bool persistent = a.lse_in == nullptr && small_persistent<A>(opt, fixed);
     const bool dense = a.lse_in == nullptr && small_dense(a, opt, fixed, vec, persistent);
-    const Geometry g = small_geometry(a, vec, persistent, dense);
+    const bool loads_first = small_loads_first<A>(opt, dense);
+    const Geometry g = small_geometry(a, vec, persistent, dense, loads_first);
     with_direction(a.dir, [&](auto dc) {
       constexpr Direction D = decltype(dc)::value;
       if (a.lse_in != nullptr) {
         launch(backward_small<T, A, D>, g, with_small_index(a, 1));
         return;
       }
-      with_small_variant<T, A>(vec, fixed, persistent, dense, [&](auto variant) {
+      with_small_variant<T, A>(vec, fixed, persistent, dense, loads_first, [&](auto variant) {
         using S = decltype(variant);
-        launch(backward_small_recompute<T, A, D, S::fixed, S::width, S::persistent, S::dense>,
+        launch(backward_small_recompute<T, A, D, S::fixed, S::width, S::persistent, S::dense,
+                                        S::loads_first>,
                g, with_small_index(a, S::width));
       });
     });

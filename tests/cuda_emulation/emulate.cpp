@@ -15,10 +15,11 @@ namespace {
 
 using blosa::cuda::Geometry;
 
-// Launches (of persistent kernels, of dense ones, of all) so far, for tests of the dispatcher's
-// choices.
+// Launches (of persistent kernels, of dense ones, of dense ones with their loads first, of all)
+// so far, for tests of the dispatcher's choices.
 std::atomic<int64_t> persistent_launches{0};
 std::atomic<int64_t> dense_launches{0};
+std::atomic<int64_t> loads_first_launches{0};
 std::atomic<int64_t> launches{0};  // every launch
 
 // Runs every thread of the grid; thread blocks in parallel (their writes are disjoint), the
@@ -36,6 +37,7 @@ struct EmulatedLaunch {
       ++persistent_launches;
     }
     if (g.dense) ++dense_launches;
+    if (g.loads_first) ++loads_first_launches;
     ++launches;
     at::parallel_for(0, g.gx * g.gy, 1, [&](int64_t begin, int64_t end) {
       gridDim = {static_cast<unsigned int>(g.gx), static_cast<unsigned int>(g.gy), 1};
@@ -55,7 +57,8 @@ std::tuple<at::Tensor, at::Tensor> fwd(const at::Tensor& dep_in, const at::Tenso
                                        const std::optional<at::Tensor>& mask, int64_t block_len,
                                        c10::string_view direction, double scale, int64_t tile,
                                        bool staged, bool compute_lse, int64_t small_vec,
-                                       int64_t persistent_blocks, bool small_dense) {
+                                       int64_t persistent_blocks, bool small_dense,
+                                       bool small_loads_first) {
   const at::Tensor dep = dep_in.contiguous(), head = head_in.contiguous(),
                    value = value_in.contiguous();
   const auto bias_c = blosa::contiguous(bias), mask_c = blosa::contiguous(mask);
@@ -67,7 +70,7 @@ std::tuple<at::Tensor, at::Tensor> fwd(const at::Tensor& dep_in, const at::Tenso
   if (dep.numel() == 0) return {out, lse};
   const blosa::cuda::KernelOptions opt{static_cast<int>(tile), false, staged,
                                        static_cast<int>(small_vec), persistent_blocks > 0,
-                                       small_dense};
+                                       small_dense, small_loads_first};
   blosa::cuda::run_forward(dep, head, value, bias_c, mask_c, block_len, std::string(direction),
                            scale, opt, out, lse, EmulatedLaunch{persistent_blocks});
   return {out, lse};
@@ -78,7 +81,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> bwd(
     const at::Tensor& value_in, const std::optional<at::Tensor>& bias,
     const std::optional<at::Tensor>& mask, const at::Tensor& out_in, const at::Tensor& lse_in,
     int64_t block_len, c10::string_view direction, double scale, int64_t tile, bool fused,
-    int64_t small_vec, int64_t persistent_blocks, bool small_dense) {
+    int64_t small_vec, int64_t persistent_blocks, bool small_dense, bool small_loads_first) {
   const at::Tensor grad_out = grad_out_in.contiguous(), dep = dep_in.contiguous(),
                    head = head_in.contiguous(), value = value_in.contiguous(),
                    out = out_in.contiguous(), lse = lse_in.contiguous();
@@ -89,7 +92,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> bwd(
   if (dep.numel() == 0) return {d_dep, d_head, d_value, d_bias.zero_()};
   const blosa::cuda::KernelOptions opt{static_cast<int>(tile), fused, false,
                                        static_cast<int>(small_vec), persistent_blocks > 0,
-                                       small_dense};
+                                       small_dense, small_loads_first};
   blosa::cuda::run_backward(grad_out, dep, head, value, bias_c, mask_c, out, lse, block_len,
                             std::string(direction), scale, opt, d_dep, d_head, d_value, d_bias,
                             EmulatedLaunch{persistent_blocks});
@@ -126,6 +129,7 @@ at::Tensor column_sums(const at::Tensor& x_in, at::ScalarType out_dtype) {
 
 int64_t persistent_launch_count() { return persistent_launches.load(); }
 int64_t dense_launch_count() { return dense_launches.load(); }
+int64_t loads_first_launch_count() { return loads_first_launches.load(); }
 int64_t launch_count() { return launches.load(); }
 
 // FastDivisor::of(divisor).div(n) for every element of n (int64 values in [0, 2^31)).
@@ -146,17 +150,19 @@ TORCH_LIBRARY(blosa_emulated, m) {
   m.def("small_vec_for(Tensor dep, int small_vec) -> int");
   m.def("persistent_launch_count() -> int", &persistent_launch_count);  // no tensor: catch-all
   m.def("dense_launch_count() -> int", &dense_launch_count);
+  m.def("loads_first_launch_count() -> int", &loads_first_launch_count);
   m.def("launch_count() -> int", &launch_count);
   m.def("column_sums(Tensor x, ScalarType out_dtype) -> Tensor");
   m.def(
       "fwd(Tensor dep, Tensor head, Tensor value, Tensor? bias, Tensor? mask, int block_len, "
       "str direction, float scale, int tile, bool staged, bool compute_lse=True, int small_vec=1, "
-      "int persistent_blocks=0, bool small_dense=True) -> (Tensor, Tensor)");
+      "int persistent_blocks=0, bool small_dense=True, bool small_loads_first=False) -> (Tensor, "
+      "Tensor)");
   m.def(
       "bwd(Tensor grad_out, Tensor dep, Tensor head, Tensor value, Tensor? bias, Tensor? mask, "
       "Tensor out, Tensor lse, int block_len, str direction, float scale, int tile, bool fused, "
-      "int small_vec=1, int persistent_blocks=0, bool small_dense=True) -> (Tensor, Tensor, Tensor, "
-      "Tensor)");
+      "int small_vec=1, int persistent_blocks=0, bool small_dense=True, bool small_loads_first=False) "
+      "-> (Tensor, Tensor, Tensor, Tensor)");
 }
 
 TORCH_LIBRARY_IMPL(blosa_emulated, CPU, m) {
