@@ -95,7 +95,8 @@ done
 
 # Which unit holds each kernel back: Nsight Compute's summary sections (CUDA: the r = 8 training
 # kernels dense and general, d_bias's column sums, the one-block kernels, the one-block forward
-# with padding, the fused backward, the staged forward; Triton: bench/ncu_kernels.py --backend
+# with padding, the fused backward, the staged forward, the r = 8 dense ones with their loads
+# first; Triton: bench/ncu_kernels.py --backend
 # triton), where ncu can read the counters (not on every machine; a failure here does not fail
 # the check).
 NCU=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | tail -1)
@@ -104,7 +105,7 @@ SECTIONS=(--section SpeedOfLight --section ComputeWorkloadAnalysis --section War
 if [ -n "$NCU" ]; then
   step "ncu ($NCU)"
   timed ncu ${NCU_TIMEOUT:-60} "$NCU" --clock-control none --kernel-name regex:'_small|_tiled|_sums|_staged' \
-    --launch-count 13 "${SECTIONS[@]}" $PY bench/ncu_kernels.py > "$LOG/ncu.txt" 2>&1
+    --launch-count 15 "${SECTIONS[@]}" $PY bench/ncu_kernels.py > "$LOG/ncu.txt" 2>&1
   echo "ncu exit $? (report in ncu.txt)"
   # Then the Triton kernels (fwd_pairs, bwd_pairs, fwd_rows, bwd_fused, bwd_dkv_sums), appended
   # to the same file (the device tool brings back eight): only those launched inside the NVTX

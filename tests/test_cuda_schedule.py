@@ -192,7 +192,10 @@ def test_loads_first_kernels_issue_every_load_first(kernels, dumped, kernel, dty
     # is issued; the plain dense ones read 14-31 that early on the 2026-11-28 build. In every
     # direction: none, the same loads as the plain kernel (a row the gate left out would come
     # after it; a row the kernel does not read would be loaded for it), no more registers (but
-    # float32's forward: at most 40, 6 thread blocks of 256 an SM), at most 5% more code.
+    # float32's forward: at most 40, 6 thread blocks of 256 an SM); the forward at most 5% more
+    # code, the backward, which also holds d in a register for its row addresses (small_offset's
+    # kHeld), less than the plain kernel (984 instructions against 1,032 in bfloat16, direction
+    # "forward", on the 2026-11-28 build).
     registers = sass_loads.registers(dumped[1])
     for direction in range(4):
         def variant(loads_first):
@@ -209,7 +212,8 @@ def test_loads_first_kernels_issue_every_load_first(kernels, dumped, kernel, dty
         where = f"{name} (python bench/sass_loads.py --whole --kernels {kernel})"
         assert early == 0, f"{where}: {early} loads read before the last one is issued"
         assert loads == plain[2], f"{where}: {loads} global loads, the plain kernel {plain[2]}"
-        assert size <= 1.05 * plain[3], f"{where}: {size} instructions, the plain one {plain[3]}"
+        most = plain[3] - 1 if kernel == "backward_small_recompute" else 1.05 * plain[3]
+        assert size <= most, f"{where}: {size} instructions, the plain one {plain[3]}"
         allowed = 40 if (kernel, dtype) == ("forward_small", "float32") else plain[4]
         assert regs <= allowed, f"{where}: {regs} registers, the plain kernel {plain[4]}"
 

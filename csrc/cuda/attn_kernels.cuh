@@ -418,14 +418,30 @@ __device__ __forceinline__ T* first_row(T* p, int64_t at) {
 // repeat its last row and are never used.
 __device__ __forceinline__ int small_row(const SmallIndex& s, int i) { return min(i, s.len - 1); }
 
+// x in a register that ptxas does not know to hold the same value in every thread (an asm
+// result, which it does not look into).
+__device__ __forceinline__ int held_in_register(int x) {
+#if defined(__CUDA_ARCH__)
+  asm("mov.b32 %0, %1;" : "=r"(x) : "r"(x));
+#endif
+  return x;
+}
+
 // Offset of row i of the thread's block from its first row (s.at), in elements: i · d, below
 // 2^31 (dispatch.h's small_geometry checks d · kSmallMax), so in 32-bit arithmetic, and
 // pointer + offset is one multiply-add. Before, nvcc computed every row's 64-bit offset for
 // every tensor, a chain of integer instructions per row and tensor (bench/RESULTS.md, "Fewer
 // instructions in the small-block kernels").
-template <typename T, typename A>
+// kHeld: with d held in an ordinary register (held_in_register), so that the row offsets
+// i · d are ordinary registers too and each row's address is one IMAD.WIDE; from the uniform d
+// ptxas builds every offset in the uniform datapath and adds it to the row pointer in two IADD3
+// (the recomputing backward with its loads first: 4-7% fewer instructions, the same registers;
+// bench/RESULTS.md). Not everywhere: in other small kernels it cost registers (dense
+// recomputing backward in direction "backward" 64 -> 80) or early reads (backward_small).
+template <bool kHeld = false, typename T, typename A>
 __device__ __forceinline__ int small_offset(const Args<T, A>& p, int i) {
-  return i * static_cast<int>(p.d);
+  const int d = static_cast<int>(p.d);
+  return i * (kHeld ? held_in_register(d) : d);
 }
 
 // A small block's loads as issued: the rows of kN tensors, V features each, the rows' mask
@@ -442,7 +458,7 @@ struct SmallLoads {
 // bytes and the bias. Every load is issued first (and pinned there), so all are in flight
 // together; a row past a short last block repeats its last row (small_row). kDense: no mask
 // (every mask byte the constant 1).
-template <int V, bool kDense, int kN, typename T, typename A>
+template <int V, bool kDense, bool kHeldStride, int kN, typename T, typename A>
 __device__ __forceinline__ void load_small_block(const Args<T, A>& p, const SmallIndex& s,
                                                  const T* const (&from)[kN],
                                                  SmallLoads<T, V, kN>& l) {
@@ -459,7 +475,7 @@ __device__ __forceinline__ void load_small_block(const Args<T, A>& p, const Smal
     const int row = small_row(s, i);
 #pragma unroll
     for (int t = 0; t < kN; ++t) {
-      l.rows[t][i] = load_pack<V>(first[t], small_offset(p, row));
+      l.rows[t][i] = load_pack<V>(first[t], small_offset<kHeldStride>(p, row));
       pin(l.rows[t][i]);
     }
     if (masked) {
@@ -573,9 +589,10 @@ __device__ __forceinline__ bool loads_first_gate(const Args<T, A>& p,
 // 23-41% of an H200's bandwidth with most stalls on global loads (bench/RESULTS.md).
 // kLoadsFirst (the one-shot dense kernels; KernelOptions::small_loads_first): every load is
 // issued before any of the math (loads_first_gate). Direction D says which rows the kernels
-// read (small_row_read).
-template <Direction D, int V, bool kPersistent, bool kDense, bool kLoadsFirst, int kN, typename T,
-          typename A, typename Body>
+// read (small_row_read). kHeldStride: the loads' row offsets from d held in a register
+// (small_offset).
+template <Direction D, int V, bool kPersistent, bool kDense, bool kLoadsFirst, bool kHeldStride,
+          int kN, typename T, typename A, typename Body>
 __device__ __forceinline__ void for_small_blocks(const Args<T, A>& p, const T* const (&from)[kN],
                                                  Body&& body) {
   static_assert(!kLoadsFirst || (kDense && !kPersistent));
@@ -583,7 +600,7 @@ __device__ __forceinline__ void for_small_blocks(const Args<T, A>& p, const T* c
   SmallIndex s;
   if (!small_index_at<V, kDense>(p, gid, s)) return;
   SmallLoads<T, V, kN> next;
-  load_small_block<V, kDense>(p, s, from, next);
+  load_small_block<V, kDense, kHeldStride>(p, s, from, next);
   if constexpr (kLoadsFirst) {
     if (loads_first_gate<D>(p, next)) return;  // never (see there)
   }
@@ -600,7 +617,7 @@ __device__ __forceinline__ void for_small_blocks(const Args<T, A>& p, const T* c
       const SmallLoads<T, V, kN> loaded = next;
       gid += stride;
       const bool more = small_index_at<V, kDense>(p, gid, s);
-      if (more) load_small_block<V, kDense>(p, s, from, next);
+      if (more) load_small_block<V, kDense, kHeldStride>(p, s, from, next);
       bool real[kSmallMax];
       real_rows(cur, loaded.mask, real);
       body(cur, loaded, real);
@@ -690,7 +707,7 @@ template <typename T, typename A, Direction D, bool kFixed, int V, bool kPersist
 __global__ void __launch_bounds__(kSmallThreads,
                                   (kForwardSmallBlocksPerSM<T, D, V, kPersistent, kLoadsFirst>))
     forward_small(const Args<T, A> p) {
-  for_small_blocks<D, V, kPersistent, kDense, kLoadsFirst>(
+  for_small_blocks<D, V, kPersistent, kDense, kLoadsFirst, false>(
       p, {p.dep, p.value, p.head},
       [&](const SmallIndex& s, const SmallLoads<T, V, 3>& in, const bool(&real)[kSmallMax]) {
         forward_small_block<T, A, D, kFixed, V, kDense>(p, s, in, real);
@@ -763,7 +780,7 @@ __device__ __forceinline__ void backward_small_block(const Args<T, A>& p, const 
 
 template <typename T, typename A, Direction D>
 __global__ void __launch_bounds__(kSmallThreads) backward_small(const Args<T, A> p) {
-  for_small_blocks<D, 1, false, false, false>(
+  for_small_blocks<D, 1, false, false, false, false>(
       p, {p.dep, p.value, p.head, p.grad_out, p.out_in},
       [&](const SmallIndex& s, const SmallLoads<T, 1, 5>& in, const bool(&real)[kSmallMax]) {
         backward_small_block<T, A, D>(p, s, in, real);
@@ -777,7 +794,8 @@ __global__ void __launch_bounds__(kSmallThreads) backward_small(const Args<T, A>
 // reciprocal), while the kernel reads grad_out, dep, head and value only: no out, no lse.
 // kFixed picks the pivot as forward_small's does; V is its vector width too; kHeldScale is
 // SmallScale's choice. Like backward_small it writes the block's d_head sums for d_bias.
-template <typename T, typename A, Direction D, bool kFixed, int V, bool kHeldScale>
+template <typename T, typename A, Direction D, bool kFixed, int V, bool kHeldScale,
+          bool kHeldStride>
 __device__ __forceinline__ void backward_small_recompute_block(
     const Args<T, A>& p, const SmallIndex& s, const SmallLoads<T, V, 4>& in,
     const bool (&real)[kSmallMax]) {
@@ -838,7 +856,7 @@ __device__ __forceinline__ void backward_small_recompute_block(
         const A dh = head_grad(g[j], ha, hs, hr);
         d_head[j].x[f] = static_cast<T>(dh);
         // The last feature completes the row's pack: stored at once, as at V = 1.
-        if (f == V - 1) store_pack<V>(d_head_first, small_offset(p, j), d_head[j]);
+        if (f == V - 1) store_pack<V>(d_head_first, small_offset<kHeldStride>(p, j), d_head[j]);
         d_bias += dh;
       }
     }
@@ -847,8 +865,8 @@ __device__ __forceinline__ void backward_small_recompute_block(
       d_dep[i].x[f] = static_cast<T>(dd[i]);
       d_value[i].x[f] = static_cast<T>(dv[i]);
       if (f == V - 1 && i < s.len) {
-        store_pack<V>(d_dep_first, small_offset(p, i), d_dep[i]);
-        store_pack<V>(d_value_first, small_offset(p, i), d_value[i]);
+        store_pack<V>(d_dep_first, small_offset<kHeldStride>(p, i), d_dep[i]);
+        store_pack<V>(d_value_first, small_offset<kHeldStride>(p, i), d_value[i]);
       }
     }
     if (p.d_bias_part != nullptr) p.d_bias_part[s.bb * p.d + s.k + f] = d_bias;
@@ -860,10 +878,11 @@ __device__ __forceinline__ void backward_small_recompute_block(
 template <typename T, typename A, Direction D, bool kFixed, int V, bool kPersistent,
           bool kDense = false, bool kLoadsFirst = false>
 __global__ void __launch_bounds__(kSmallThreads) backward_small_recompute(const Args<T, A> p) {
-  for_small_blocks<D, V, kPersistent, kDense, kLoadsFirst>(
+  for_small_blocks<D, V, kPersistent, kDense, kLoadsFirst, kLoadsFirst>(
       p, {p.dep, p.value, p.head, p.grad_out},
       [&](const SmallIndex& s, const SmallLoads<T, V, 4>& in, const bool(&real)[kSmallMax]) {
-        backward_small_recompute_block<T, A, D, kFixed, V, V == 2 || kPersistent>(p, s, in, real);
+        backward_small_recompute_block<T, A, D, kFixed, V, V == 2 || kPersistent, kLoadsFirst>(
+            p, s, in, real);
       });
 }
 

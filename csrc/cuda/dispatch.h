@@ -58,8 +58,9 @@ struct KernelOptions {
   bool small_dense = true;
   // The dense small-block forward and recomputing backward (float accumulation) with every
   // load issued before any of the math (loads_first_gate in attn_kernels.cuh): one round trip
-  // to memory a thread instead of several, for 2-4% more instructions, the same registers but
-  // in float32's forward (32 -> 40). Off until a GPU run measures it (bench/RESULTS.md, "Made
+  // to memory a thread instead of several, the same registers but in float32's forward
+  // (32 -> 40); the forward 2-4% more instructions, the backward 3-5% fewer (it also holds d in
+  // a register: small_offset). Off until a GPU run measures it (bench/RESULTS.md, "Made
   // without a GPU (2026-11-28)").
   bool small_loads_first = false;
 };
