@@ -96,9 +96,8 @@ done
 # Which unit holds each kernel back: Nsight Compute's summary sections (CUDA: the r = 8 training
 # kernels dense and general, d_bias's column sums, the one-block kernels, the one-block forward
 # with padding, the fused backward, the staged forward, the r = 8 dense ones with their loads
-# first; Triton: bench/ncu_kernels.py --backend
-# triton), where ncu can read the counters (not on every machine; a failure here does not fail
-# the check).
+# first; Triton: bench/ncu_kernels.py --backend triton), where ncu can read the counters (not on
+# every machine; a failure here does not fail the check).
 NCU=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | tail -1)
 SECTIONS=(--section SpeedOfLight --section ComputeWorkloadAnalysis --section WarpStateStats
           --section Occupancy)

@@ -457,7 +457,7 @@ struct SmallLoads {
 // Loads the rows of the thread's block of the kN tensors `from` into l.rows[t], their mask
 // bytes and the bias. Every load is issued first (and pinned there), so all are in flight
 // together; a row past a short last block repeats its last row (small_row). kDense: no mask
-// (every mask byte the constant 1).
+// (every mask byte the constant 1). kHeldStride: the rows' offsets as small_offset's kHeld.
 template <int V, bool kDense, bool kHeldStride, int kN, typename T, typename A>
 __device__ __forceinline__ void load_small_block(const Args<T, A>& p, const SmallIndex& s,
                                                  const T* const (&from)[kN],
@@ -793,7 +793,8 @@ __global__ void __launch_bounds__(kSmallThreads) backward_small(const Args<T, A>
 // reused by the gradient loop, so a pair still costs one tanh and one exp (and a query one
 // reciprocal), while the kernel reads grad_out, dep, head and value only: no out, no lse.
 // kFixed picks the pivot as forward_small's does; V is its vector width too; kHeldScale is
-// SmallScale's choice. Like backward_small it writes the block's d_head sums for d_bias.
+// SmallScale's choice, kHeldStride small_offset's kHeld. Like backward_small it writes the
+// block's d_head sums for d_bias.
 template <typename T, typename A, Direction D, bool kFixed, int V, bool kHeldScale,
           bool kHeldStride>
 __device__ __forceinline__ void backward_small_recompute_block(
@@ -874,7 +875,8 @@ __device__ __forceinline__ void backward_small_recompute_block(
 }
 
 // kDense: the call has no mask and every block kSmallMax tokens (small_dense in dispatch.h).
-// kLoadsFirst: for_small_blocks'.
+// kLoadsFirst: for_small_blocks'; such a kernel also addresses its rows from d held in a
+// register (small_offset's kHeld).
 template <typename T, typename A, Direction D, bool kFixed, int V, bool kPersistent,
           bool kDense = false, bool kLoadsFirst = false>
 __global__ void __launch_bounds__(kSmallThreads) backward_small_recompute(const Args<T, A> p) {
