@@ -205,6 +205,11 @@ def constant_reloads(code: list[tuple[int, str]]) -> dict[str, int]:
     return counts
 
 
+def count_opcode(code: list[tuple[int, str]], opcode: str) -> int:
+    """How many of the function's instructions are `opcode` (any variant: LDG counts LDG.E...)."""
+    return sum(bool(re.search(rf"\b{opcode}\b", text)) for _, text in code)
+
+
 def reads_before_last_load(code: list[tuple[int, str]]) -> int:
     """Global loads whose first reader comes before the function's last global load. In a
     kernel that loads everything up front and then computes (the one-shot small-block kernels,
@@ -292,15 +297,12 @@ def whole_report(sass: str, res_usage: str, pattern: str) -> str:
              "| most reloads of one parameter | loads read before the last load |",
              "|---|---|---|---|---|---|---|---|---|"]
     for name, code in matching(sass, pattern):
-        def count(op: str) -> int:
-            return sum(bool(re.search(rf"\b{op}\b", text)) for _, text in code)
-
+        counts = " | ".join(str(count_opcode(code, op)) for op in ("MUFU", "LDG", "STG"))
         reloads = max(constant_reloads(code).values(), default=0)
         # Meaningful where the kernel has no loop: a loop reads its loads before the next trip's.
         early = "-" if loops(code) else reads_before_last_load(code)
         lines.append(f"| {readable(name)} | {regs.get(name, '?')} | {stack.get(name, '?')} | "
-                     f"{len(code)} | {count('MUFU')} | {count('LDG')} | {count('STG')} | {reloads} | "
-                     f"{early} |")
+                     f"{len(code)} | {counts} | {reloads} | {early} |")
     return "\n".join(lines)
 
 

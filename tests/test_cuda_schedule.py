@@ -161,6 +161,15 @@ def test_backward_direction_loads_as_early_as_forward(kernels, kernel, dtype):
         f"'backward', {forward} in 'forward' (python bench/sass_loads.py --whole --kernels {kernel})")
 
 
+def one_shot_small(kernels, kernel, dtype, direction, dense, loads_first=False):
+    """The mangled name of the one-shot forward_small or backward_small_recompute at one feature
+    a thread and the fixed pivot: <T, float, direction, true, 1, false, dense, loads_first>."""
+    mangled = re.compile(rf"^_ZN5blosa4cuda\d+{kernel}I{DTYPES[dtype]}fLNS_9DirectionE{direction}"
+                         rf"ELb1ELi1ELb0ELb{int(dense)}ELb{int(loads_first)}EE")
+    (name,) = [name for name in kernels if mangled.search(name)]
+    return name
+
+
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("kernel", ("forward_small", "backward_small_recompute"))
 def test_dense_kernels_are_shorter_and_no_larger(kernels, dumped, kernel, dtype):
@@ -170,10 +179,7 @@ def test_dense_kernels_are_shorter_and_no_larger(kernels, dumped, kernel, dtype)
     registers = sass_loads.registers(dumped[1])
     for direction in range(4):
         def variant(dense):
-            # then forward_small's kLoadsFirst, false (the default)
-            mangled = re.compile(rf"^_ZN5blosa4cuda\d+{kernel}I{DTYPES[dtype]}fLNS_9DirectionE"
-                                 rf"{direction}ELb1ELi1ELb0ELb{int(dense)}E(Lb0E)?E")
-            (name,) = [name for name in kernels if mangled.search(name)]
+            name = one_shot_small(kernels, kernel, dtype, direction, dense)
             return name, len(kernels[name]), registers[name]
 
         (general, general_size, general_regs), (dense, dense_size, dense_regs) = (
@@ -199,13 +205,10 @@ def test_loads_first_kernels_issue_every_load_first(kernels, dumped, kernel, dty
     registers = sass_loads.registers(dumped[1])
     for direction in range(4):
         def variant(loads_first):
-            mangled = re.compile(rf"^_ZN5blosa4cuda\d+{kernel}I{DTYPES[dtype]}fLNS_9Direction"
-                                 rf"E{direction}ELb1ELi1ELb0ELb1ELb{int(loads_first)}EE")
-            (name,) = [name for name in kernels if mangled.search(name)]
+            name = one_shot_small(kernels, kernel, dtype, direction, True, loads_first)
             code = kernels[name]
-            loads = sum(bool(re.search(r"\bLDG\b", text)) for _, text in code)
-            return (name, sass_loads.reads_before_last_load(code), loads, len(code),
-                    registers[name])
+            return (name, sass_loads.reads_before_last_load(code),
+                    sass_loads.count_opcode(code, "LDG"), len(code), registers[name])
 
         plain, first = variant(False), variant(True)
         name, early, loads, size, regs = first
