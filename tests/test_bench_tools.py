@@ -20,6 +20,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
 import bias_reduce  # noqa: E402
 import gpu_rates  # noqa: E402
 import sass_loads  # noqa: E402
+import small_variants  # noqa: E402
 
 
 def counted_by_reference(B, n, d, block_len, direction):
@@ -321,3 +322,25 @@ def test_triton_stubbed_runs_where_the_interpreter_cannot():
                          capture_output=True, text=True, env=env, timeout=600)
     assert run.returncode == 0, run.stderr[-3000:]
     assert "backend triton-stubbed" in run.stdout and "forward+backward (autograd)" in run.stdout
+
+
+def test_small_variants_compare_names_what_got_worse():
+    head = "| kernel | a | b | c | d | e | f | g | h |\n|---|---|---|---|---|---|---|---|---|\n"
+    before = head + "| k1 | 64 | 0 | 1000 | 66 | 30 | 25 | 1 | 15 |\n| k2 | 40 | 0 | 600 | 66 | 22 | 8 | 1 | - |\n"
+    after = head + "| k1 | 80 | 0 | 900 | 66 | 30 | 25 | 1 | 0 |\n| k2 | 40 | 0 | 600 | 66 | 22 | 8 | 1 | - |\n"
+    lines = small_variants.compare(before, after).splitlines()
+    assert lines == ["WORSE k1: registers 64 -> 80, instructions 1000 -> 900, early 15 -> 0",
+                     "2 kernels; more registers in 1, stack in 0, loads in 0, reloads in 0, "
+                     "early in 0; instructions 1600 -> 1500"]
+
+
+def test_small_variants_instantiate_what_the_dispatcher_can_pick():
+    # with_small_variant (csrc/cuda/dispatch.h): per direction, float accumulation 8 variants
+    # of each of the two kernels (widths 1 and 2: persistent, fixed, running max; width 1 also
+    # dense and dense with its loads first), double 3 (width 1: dense, fixed, running max); and
+    # backward_small: 4 · (3 · (16 + 1) + (6 + 1)) = 232.
+    text = small_variants.source()
+    assert text.count("template __global__") == 232
+    assert "forward_small<double, double, Direction::kAll, true, 1, false, true, false>" in text
+    assert "true, 1, false, true, true>(const Args<double" not in text  # no loads first in double
+

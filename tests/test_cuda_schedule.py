@@ -13,8 +13,9 @@ It also checks that the small kernels meant to keep the scale c·log2 e in a reg
 one-shot small kernels of direction "backward" issue their loads as early as "forward"'s do,
 and that the dense small-block kernels (no mask, whole blocks) are shorter than the general
 ones and need no more registers, which is what they are for, that the dense kernels compiled
-to issue their loads first do, and that d_bias's column sums have eight rows' loads in flight
-at once.
+to issue their loads first do, that d_bias's column sums have eight rows' loads in flight
+at once, and that bench/small_variants.py, which compiles the small-block kernels alone to
+judge an edit on all of them, gets the build's machine code.
 Skipped, with the reason, where the build has no CUDA kernels (a CPU-only install); CI builds
 them.
 """
@@ -31,6 +32,7 @@ from blosa.ops import cuda_kernels_built
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
 
 import sass_loads  # noqa: E402
+import small_variants  # noqa: E402
 
 if not cuda_kernels_built():
     pytest.skip("this build of blosa._C has no CUDA kernels (rebuild with BLOSA_CUDA=1)",
@@ -234,3 +236,17 @@ def test_column_sums_issue_eight_loads_at_once(kernels, dumped):
         run = sass_loads.longest_load_run(code)
         assert run >= 8, f"{name}: {run} loads at once"
         assert registers[name] <= 40, f"{name}: {registers[name]} registers"
+
+
+def test_small_variants_compiles_the_builds_machine_code(dumped, tmp_path):
+    # bench/small_variants.py compiles the small-block kernels alone (its figures in
+    # bench/RESULTS.md judge edits on all 232 variants): its machine code must be the build's.
+    # bfloat16, direction "forward": 8 variants of the two kernels and backward_small.
+    pattern = r"IN3c108BFloat16EfLNS_9DirectionE0E"
+    text = small_variants.source(types=(("c10::BFloat16", "float"),), directions=("kForward",))
+    cubin = small_variants.compile_all(str(tmp_path), text)
+    alone = small_variants.rows(sass_loads.whole_report(*sass_loads.dump(cubin, "."), "."))
+    built = small_variants.rows(sass_loads.whole_report(*dumped, pattern))
+    assert len(alone) == 17
+    assert alone == {kernel: built.get(kernel) for kernel in alone}
+
