@@ -67,13 +67,14 @@ echo "built in $((SECONDS - start)) s"
 
 step "kernel rates"
 # The variants whose question is still open: the general small-block kernels against the dense
-# ones (both backends), CUDA's dense kernels with their loads first (loads-first), the per-block
+# ones (both backends), CUDA's dense kernels with their loads in the plain order (loads-later,
+# against the default, which issues them first: 1.06-1.16x on 2026-11-28), the per-block
 # against the per-pair ones (Triton), and Triton's split backward against its fused one. The
 # others (CUDA stream, split, stream+split, tile4, vec2, persistent, persistent+vec2; Triton
 # fast32) gave the same verdict on two H200 runs (bench/RESULTS.md) and take `--cuda-variants`
 # / `--triton-variants` by hand.
 timed rates ${RATES_TIMEOUT:-150} $PY bench/gpu_rates.py --out "$LOG/rates.json" \
-  --cuda-variants general,loads-first --triton-variants split,per-block,general \
+  --cuda-variants general,loads-later --triton-variants split,per-block,general \
   > "$LOG/rates.md" 2>&1
 rates_status=$?
 
@@ -96,7 +97,7 @@ done
 # Which unit holds each kernel back: Nsight Compute's summary sections (CUDA: the r = 8 training
 # kernels dense and general, d_bias's column sums, the one-block kernels, the one-block forward
 # with padding, the fused backward, the staged forward, the r = 8 dense ones with their loads
-# first; Triton: bench/ncu_kernels.py --backend triton), where ncu can read the counters (not on
+# in the plain order; Triton: bench/ncu_kernels.py --backend triton), where ncu can read the counters (not on
 # every machine; a failure here does not fail the check).
 NCU=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | tail -1)
 SECTIONS=(--section SpeedOfLight --section ComputeWorkloadAnalysis --section WarpStateStats

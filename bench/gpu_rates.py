@@ -182,9 +182,9 @@ def variant_env(variant: str) -> dict[str, str]:
     """Environment of a CUDA kernel variant: "+"-joined parts, "tileN" (BLOSA_CUDA_TILE=N),
     "split" / "fused" (BLOSA_CUDA_BACKWARD), "stream" / "staged" (BLOSA_CUDA_FORWARD), "vecN"
     (BLOSA_CUDA_SMALL_VEC=N), "persistent" (BLOSA_CUDA_SMALL_PERSISTENT=1), "general"
-    (BLOSA_CUDA_SMALL_DENSE=0: no dense small-block kernels) and "loads-first"
-    (BLOSA_CUDA_SMALL_LOADS_FIRST=1: the dense kernels issue every load before their math),
-    e.g. "stream+split"."""
+    (BLOSA_CUDA_SMALL_DENSE=0: no dense small-block kernels), "loads-first" / "loads-later"
+    (BLOSA_CUDA_SMALL_LOADS_FIRST=1, the default / 0: whether the dense kernels issue every
+    load before their math), e.g. "stream+split"."""
     env = {}
     for part in variant.split("+"):
         if part.startswith("tile") and part[4:].isdigit():
@@ -199,20 +199,22 @@ def variant_env(variant: str) -> dict[str, str]:
             env["BLOSA_CUDA_SMALL_PERSISTENT"] = "1"
         elif part == "general":
             env["BLOSA_CUDA_SMALL_DENSE"] = "0"
-        elif part == "loads-first":
-            env["BLOSA_CUDA_SMALL_LOADS_FIRST"] = "1"
+        elif part in ("loads-first", "loads-later"):
+            env["BLOSA_CUDA_SMALL_LOADS_FIRST"] = "1" if part == "loads-first" else "0"
         else:
             raise ValueError(f"unknown CUDA variant part {part!r} in {variant!r} (tileN, split, "
-                             "fused, stream, staged, vecN, persistent, general, loads-first)")
+                             "fused, stream, staged, vecN, persistent, general, loads-first, "
+                             "loads-later)")
     return env
 
 
 def variant_config(variant: str):
     """The config a kernel variant changes the kernels of: r = 8 for "vecN", "persistent",
-    "general" (CUDA's and Triton's), "loads-first" and "per-block" (the small-block kernels),
+    "general" (CUDA's and Triton's), "loads-first", "loads-later" and "per-block" (the
+    small-block kernels),
     else one block (the tiled and row-tile kernels)."""
     small = any(part.startswith("vec") or part in ("persistent", "general", "loads-first",
-                                                    "per-block")
+                                                    "loads-later", "per-block")
                 for part in variant.split("+"))
     return next(c for c in CONFIGS if c[0] == ("r=8" if small else "one block"))
 

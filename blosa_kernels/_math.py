@@ -3,6 +3,13 @@ tiling and row loads the row-tile kernels share.
 
 Notation: x = z / c with z = dep_i + head_j + bias, t = tanh(x), score s = c * t in [-c, c].
 The kernels work in base 2: s2 = s * log2(e), so every exponential is one `exp2`.
+
+A product added to another product is written as one `tl.fma` (tanh_arg, the exponents from a
+saved lse, the running-max softmax update), and a tl.sum of products sums rounded_product's:
+left as `a * b + c * d`, LLVM fuses one of the two products and picks which by how often each
+is used, which differs between compiled variants of one kernel. On an H200 (2026-11-28) the
+per-pair forward with and without lse (WRITE_LSE) fused different products into tanh's
+argument, and their float32 outputs differed in the last bits. tests/triton/test_triton_compiles.py checks every kernel's LLVM IR for such a sum.
 """
 import triton
 import triton.language as tl
@@ -37,6 +44,20 @@ def tanh_f32(x, FAST: tl.constexpr):
     else:
         t = 1.0 - 2.0 / tanh_exact_denominator(x)
     return t
+
+
+@triton.jit
+def tanh_arg(dep, q, inv_c):
+    """x = z / c = dep / c + q, q = (head + bias) / c, rounded once (one fused multiply-add):
+    every kernel computes the same x, and so the same t, for a (query, key, feature) triple."""
+    return tl.fma(dep, inv_c, q)
+
+
+@triton.jit
+def rounded_product(a, b):
+    """a · b, rounded on its own (an fma with a zero addend, which LLVM keeps): for the terms of
+    a tl.sum, whose first addition would otherwise add two plain products."""
+    return tl.fma(a, b, 0.0)
 
 
 @triton.jit
@@ -249,10 +270,10 @@ def saved_probs(t, nlse2, c_log2e, s, inner_lo, inner_hi, m0, last, lo_j, hi_j, 
     from the saved lse (nlse2 = -lse·log2(e), broadcast against t [BM, BD]), 0 for the rows
     that do not pair with s; on the tiles' common range no mask at all."""
     if spans_tile(s, inner_lo, inner_hi, m0, last, DIR):
-        p = tl.exp2(t * c_log2e + nlse2)
+        p = tl.exp2(tl.fma(t, c_log2e, nlse2))
     else:
         allow = pairs_with(s, lo_j, hi_j, o_j, DIR)
-        p = tl.where(allow[:, None], tl.exp2(t * c_log2e + nlse2), 0.0)
+        p = tl.where(allow[:, None], tl.exp2(tl.fma(t, c_log2e, nlse2)), 0.0)
     return p
 
 
@@ -346,7 +367,7 @@ def online_softmax_step(b_sum, b_acc, b_m, t, val, allow, c_log2e, FIXED_PIVOT: 
         alpha = tl.exp2(b_m - m_new)
         p = tl.where(allow, tl.exp2(s2 - m_new), 0.0)
         b_sum = b_sum * alpha + p
-        b_acc = b_acc * alpha + p * val
+        b_acc = tl.fma(p, val, b_acc * alpha)
         b_m = m_new
     return b_sum, b_acc, b_m
 

@@ -38,7 +38,7 @@ import triton.language as tl
 from blosa_kernels._math import (LOG2E, block_row_tile, block_rows, dir_allows, f32,
                                  features_fastest, key_row, query_row, query_tile, row_tile,
                                  saved_probs, spread_block_rows, spread_blocks, spread_offsets,
-                                 stream_row, tanh_f32)
+                                 rounded_product, stream_row, tanh_arg, tanh_f32)
 
 
 @triton.jit
@@ -117,7 +117,7 @@ def bwd_blocks_kernel(
     real_i = m_i & (tl.load(mask + b * n + o_i, mask=m_i, other=0) != 0)
     p_i = (b * n + o_i).to(tl.int64)[:, :, None] * d + o_k[None, None, :]
     m_ik = m_i[:, :, None] & m_k[None, None, :]
-    b_dep = tl.load(dep + p_i, mask=m_ik, other=0.0).to(tl.float32) * inv_c
+    b_dep = tl.load(dep + p_i, mask=m_ik, other=0.0).to(tl.float32)
     b_val = tl.load(value + p_i, mask=m_ik, other=0.0).to(tl.float32)
     b_bias = tl.load(bias + o_k, mask=m_k, other=0.0).to(tl.float32)
     b_dd = tl.zeros_like(b_val)
@@ -159,18 +159,18 @@ def bwd_blocks_kernel(
         o_v = tl.zeros_like(o_i) + v
         allow = real_i & spread_blocks(real_j, ROW_AXIS)
         allow = allow & dir_allows(spread_offsets(o_w, ROW_AXIS), o_v, DIR)
-        t = tanh_f32(b_dep + spread_block_rows(b_q, ROW_AXIS), FAST_TANH)
+        t = tanh_f32(tanh_arg(b_dep, spread_block_rows(b_q, ROW_AXIS), inv_c), FAST_TANH)
         if SAVED_LSE:
             b_lse2 = spread_block_rows(raw_lse * LOG2E, ROW_AXIS)
-            p = tl.where(allow[:, :, None], tl.exp2(t * c_log2e - b_lse2), 0.0)
+            p = tl.where(allow[:, :, None], tl.exp2(tl.fma(t, c_log2e, -b_lse2)), 0.0)
         else:
             p = recomputed_probs(t, allow, c_log2e, ROW_AXIS, FIXED_PIVOT)
         # The query's output recomputed in float32 from the keys held here, not read from the
         # saved `out`: that one is rounded to the input dtype, and its rounding error would be
         # summed into d_head (and d_bias) over all queries.
-        b_o = tl.sum(p * b_val, axis=ROW_AXIS)
+        b_o = tl.sum(rounded_product(p, b_val), axis=ROW_AXIS)
         pg = p * b_g
-        dz = pg * (b_val - spread_block_rows(b_o, ROW_AXIS)) * (1.0 - t * t)
+        dz = rounded_product(pg * (b_val - spread_block_rows(b_o, ROW_AXIS)), 1.0 - t * t)
         b_dd += dz
         b_dv += pg
         b_dh = tl.sum(dz, axis=ROW_AXIS)
@@ -222,7 +222,7 @@ def bwd_dq_kernel(
         if real_i:
             b_dep = raw_dep.to(tl.float32)
             b_val = raw_val.to(tl.float32)
-            t = tanh_f32(b_dep[None, :] * inv_c + b_q, FAST_TANH)
+            t = tanh_f32(tanh_arg(b_dep[None, :], b_q, inv_c), FAST_TANH)
             p = saved_probs(t, b_nlse2, c_log2e, i, inner_lo, inner_hi, m0, last, lo_j, hi_j, o_j,
                             DIR)
             vd = b_val[None, :] - b_os
@@ -253,7 +253,7 @@ def bwd_dkv_kernel(
 
     p_i = (b * n + o_i).to(tl.int64)[:, None] * d + o_k[None, :]
     m_ik = m_i[:, None] & m_k[None, :]
-    b_dep = tl.load(dep + p_i, mask=m_ik, other=0.0).to(tl.float32) * inv_c
+    b_dep = tl.load(dep + p_i, mask=m_ik, other=0.0).to(tl.float32)
     b_val = tl.load(value + p_i, mask=m_ik, other=0.0).to(tl.float32)
     b_bias = tl.load(bias + o_k, mask=m_k, other=0.0).to(tl.float32)
     b_dd = tl.zeros([BN, BD], dtype=tl.float32)
@@ -272,7 +272,7 @@ def bwd_dkv_kernel(
             b_g = raw_g.to(tl.float32)
             b_o = raw_o.to(tl.float32)
             b_nlse2 = -raw_lse * LOG2E
-            t = tanh_f32(b_dep + b_q[None, :], FAST_TANH)
+            t = tanh_f32(tanh_arg(b_dep, b_q[None, :], inv_c), FAST_TANH)
             p = saved_probs(t, b_nlse2[None, :], c_log2e, j, inner_lo, inner_hi, m0, last, lo_i,
                             hi_i, o_i, DIR)
             pg = p * b_g[None, :]
@@ -322,7 +322,7 @@ def bwd_fused_kernel(
         if real_i:  # a padding key's parts are never read (bwd_dkv_sums_kernel zeroes it)
             b_dep = raw_dep.to(tl.float32)
             b_val = raw_val.to(tl.float32)
-            t = tanh_f32(b_dep[None, :] * inv_c + b_q, FAST_TANH)
+            t = tanh_f32(tanh_arg(b_dep[None, :], b_q, inv_c), FAST_TANH)
             p = saved_probs(t, b_nlse2, c_log2e, i, inner_lo, inner_hi, m0, last, lo_j, hi_j, o_j,
                             DIR)
             vd = b_val[None, :] - b_os
@@ -333,7 +333,8 @@ def bwd_fused_kernel(
             b_pv += p * vd
             # d_dep[i] = sum_j g p w (v_i - o_j), d_value[i] = sum_j g p, over this tile's j.
             row = tile_sums + tl.cast(i, tl.int64) * d
-            both = tl.sum(tl.join(pwv * b_g, p * b_g), axis=0)  # [BD, 2]: one reduction
+            # [BD, 2]: one reduction
+            both = tl.sum(tl.join(rounded_product(pwv, b_g), rounded_product(p, b_g)), axis=0)
             dd_i, dv_i = tl.split(both)
             tl.store(row, dd_i, mask=m_k)
             tl.store(row + plane, dv_i, mask=m_k)

@@ -8,8 +8,9 @@ float64, as torch.compile may. Then every autotune config of each kernel (config
 too, and must not spill: a config the GPU autotuner tries must build, and one that spills would
 only waste its time (registers and stack from `cuobjdump -res-usage`, the copy triton bundles).
 Nor may a per-block kernel whose warps fit on its blocks have a barrier, nor a per-pair kernel any
-(must_not_sync). Needs TRITON_INTERPRET unset. Exit status 0 when all compile, none spills and
-none syncs.
+(must_not_sync). Nor may any kernel add two plain products in its LLVM IR (summed_products).
+Needs TRITON_INTERPRET unset. Exit status 0 when all compile, none spills, none syncs and none
+adds two products.
 With --cubin-dir DIR it also writes each binary there, named kernel-dtype-scalars.cubin (with
 -2, -3, ... for a kernel's second, third case in one dtype, in the order of cases()), and
 each autotune config's, kernel-dtype-wWARPS-TILES.cubin (config_cubin_name; e.g.
@@ -174,6 +175,29 @@ def barriers(cubin: bytes) -> int | None:
     return None if sass is None else len(re.findall(r"\bBAR\.SYNC", sass))
 
 
+# An LLVM IR float operation and its two operands: `%5 = fadd float %3, %4`, with any
+# fast-math flags after the opcode, and vector types (`<2 x float>`) too.
+_FLOAT_OP = re.compile(r"^\s*(%[\w.]+) = (fmul|fadd|fsub)\b[^%]*?(%[\w.]+), (%[\w.]+)")
+
+
+def summed_products(llir: str) -> list[str]:
+    """The additions and subtractions of two plain products in a kernel's LLVM IR. The backend
+    fuses one of the two into a multiply-add and picks which by how often each is used, so two
+    compiled variants of one kernel can round the same sum differently (blosa_kernels/_math.py's
+    docstring); the kernels write such sums as `tl.fma` instead."""
+    made_by = {}
+    found = []
+    for line in llir.splitlines():
+        m = _FLOAT_OP.match(line)
+        if not m:
+            continue
+        name, op, a, b = m.groups()
+        made_by[name] = op
+        if op != "fmul" and made_by.get(a) == made_by.get(b) == "fmul":
+            found.append(line.split(", !dbg")[0].strip())
+    return found
+
+
 def must_not_sync(fn, constexprs: dict, num_warps: int) -> bool:
     """A per-block kernel whose warps all fit on its blocks (G = TILE // R >= warps) sums a
     block's rows inside each thread: a barrier there means the tile's arrangement
@@ -205,6 +229,7 @@ def main(argv=None) -> int:
 
     target = GPUTarget("cuda", args.arch, 32)
     cases_seen: dict[tuple[str, str], int] = {}
+    failed = 0
     for fn, dtype, constexprs in cases():
         n = cases_seen[fn.__name__, dtype] = cases_seen.get((fn.__name__, dtype), 0) + 1
         repeat = f"-{n}" if n > 1 else ""  # else a later case's binary would replace this one's
@@ -217,9 +242,13 @@ def main(argv=None) -> int:
                 name = f"{fn.__name__}-{dtype}-{float_scalars}{repeat}.cubin"
                 with open(os.path.join(args.cubin_dir, name), "wb") as out:
                     out.write(kernel.asm["cubin"])
-            print(f"ok  {fn.__name__:<18} {dtype:<5} scalars {float_scalars} sm_{args.arch}  "
+            sums = summed_products(kernel.asm["llir"])
+            failed += bool(sums)
+            status = "FUSES" if sums else "ok "
+            print(f"{status} {fn.__name__:<18} {dtype:<5} scalars {float_scalars} sm_{args.arch}  "
                   f"{time.time() - t0:5.1f}s  {constexprs}")
-    failed = 0
+            for line in sums[:3]:
+                print(f"      a sum of two products: {line}")
     for fn, dtype, constexprs, num_warps, maxnreg in config_cases():
         t0 = time.time()
         signature = _signature(fn, dtype, constexprs, "fp32")
@@ -236,8 +265,9 @@ def main(argv=None) -> int:
         regs, stack = usage if usage else ("?", 0)
         syncs = barriers(kernel.asm["cubin"])
         synced = bool(syncs) and must_not_sync(fn, constexprs, num_warps)
-        failed += stack > 0 or synced
-        status = "SPILLS" if stack else "SYNCS " if synced else "ok "
+        fuses = bool(summed_products(kernel.asm["llir"]))
+        failed += stack > 0 or synced or fuses
+        status = "SPILLS" if stack else "SYNCS " if synced else "FUSES " if fuses else "ok "
         capped = f" maxnreg={maxnreg}" if maxnreg else ""
         print(f"{status} {fn.__name__:<18} {dtype:<5} autotune config num_warps={num_warps:<2}{capped} "
               f"registers {regs} stack {stack} barriers {syncs}  {time.time() - t0:5.1f}s  "

@@ -37,7 +37,8 @@ forward / 1 backward / 2 diag / 3 all; INDEX64 where total comes within a progra
 import triton
 import triton.language as tl
 
-from blosa_kernels._math import LOG2E, f32, online_softmax_step, softmax_result, tanh_f32
+from blosa_kernels._math import (LOG2E, f32, online_softmax_step, softmax_result, tanh_arg,
+                                 tanh_f32)
 
 
 @triton.constexpr_function
@@ -87,9 +88,9 @@ def row_exists(n, r, start, m_e, u, DENSE: tl.constexpr):
 
 
 @triton.jit
-def block_keys(mask, dep, value, n, d, r, m_e, start, row0, base, inv_c, R: tl.constexpr,
+def block_keys(mask, dep, value, n, d, r, m_e, start, row0, base, R: tl.constexpr,
                DENSE: tl.constexpr):
-    """The blocks' R rows as keys, each a [BLOCK] float32 tile: dep / c, value; and real (the
+    """The blocks' R rows as keys, each a [BLOCK] float32 tile: dep, value; and real (the
     row exists and is not padding; the same for the row as a query): three tuples of R. Each
     row's mask byte, dep and value are loaded together, not tensor by tensor as block_rows
     would: that order compiled to another schedule, with more registers in the backward."""
@@ -102,7 +103,7 @@ def block_keys(mask, dep, value, n, d, r, m_e, start, row0, base, inv_c, R: tl.c
             real_u = m_u
         else:
             real_u = m_u & (tl.load(mask + row0 + u, mask=m_u, other=0) != 0)
-        deps = deps + (tl.load(dep + base + u * d, mask=m_u, other=0.0).to(tl.float32) * inv_c,)
+        deps = deps + (tl.load(dep + base + u * d, mask=m_u, other=0.0).to(tl.float32),)
         vals = vals + (tl.load(value + base + u * d, mask=m_u, other=0.0).to(tl.float32),)
         reals = reals + (real_u,)
     return deps, vals, reals
@@ -140,11 +141,9 @@ def fwd_pairs_kernel(
     # first (6 loads read early, the mask bytes among them, against 11 with head's first).
     if DENSE:
         heads = block_rows(head, n, d, r, m_e, start, base, R, DENSE)
-        deps, vals, reals = block_keys(mask, dep, value, n, d, r, m_e, start, row0, base, inv_c,
-                                       R, DENSE)
+        deps, vals, reals = block_keys(mask, dep, value, n, d, r, m_e, start, row0, base, R, DENSE)
     else:
-        deps, vals, reals = block_keys(mask, dep, value, n, d, r, m_e, start, row0, base, inv_c,
-                                       R, DENSE)
+        deps, vals, reals = block_keys(mask, dep, value, n, d, r, m_e, start, row0, base, R, DENSE)
         heads = block_rows(head, n, d, r, m_e, start, base, R, DENSE)
     for v in tl.static_range(R):
         m_v = row_exists(n, r, start, m_e, v, DENSE)
@@ -156,7 +155,7 @@ def fwd_pairs_kernel(
         for u in tl.static_range(R):
             if pair_allowed(u, v, DIR):
                 allow = reals[u] & real_v
-                t = tanh_f32(deps[u] + b_q, FAST_TANH)
+                t = tanh_f32(tanh_arg(deps[u], b_q, inv_c), FAST_TANH)
                 b_sum, b_acc, b_m = online_softmax_step(b_sum, b_acc, b_m, t, vals[u], allow,
                                                         c_log2e, FIXED_PIVOT)
         b_out, b_lse = softmax_result(b_sum, b_acc, b_m, b_sum > 0.0, c, FIXED_PIVOT)
@@ -166,9 +165,9 @@ def fwd_pairs_kernel(
 
 
 @triton.jit
-def query_probs(deps, reals, real_v, b_q, b_nlse2, c_log2e, v: tl.constexpr, DIR: tl.constexpr,
-                R: tl.constexpr, FAST_TANH: tl.constexpr, SAVED_LSE: tl.constexpr,
-                FIXED_PIVOT: tl.constexpr):
+def query_probs(deps, reals, real_v, b_q, b_nlse2, inv_c, c_log2e, v: tl.constexpr,
+                DIR: tl.constexpr, R: tl.constexpr, FAST_TANH: tl.constexpr,
+                SAVED_LSE: tl.constexpr, FIXED_PIVOT: tl.constexpr):
     """Query v's t = tanh(z / c) with each key of its block and its softmax probabilities as
     p = e · inv: two tuples of R [BLOCK] tiles, t and e (b_q where the direction forbids the
     pair: never read), and inv [BLOCK]. With the saved lse (b_nlse2 = -lse·log2(e)) e is p and
@@ -181,7 +180,7 @@ def query_probs(deps, reals, real_v, b_q, b_nlse2, c_log2e, v: tl.constexpr, DIR
     m2 = tl.full(b_q.shape, -1.0, dtype=tl.float32) * c_log2e
     for u in tl.static_range(R):
         if pair_allowed(u, v, DIR):
-            t = tanh_f32(deps[u] + b_q, FAST_TANH)
+            t = tanh_f32(tanh_arg(deps[u], b_q, inv_c), FAST_TANH)
             ts = ts + (t,)
             if not SAVED_LSE and not FIXED_PIVOT:
                 m2 = tl.where(reals[u] & real_v, tl.maximum(m2, t * c_log2e), m2)
@@ -192,7 +191,7 @@ def query_probs(deps, reals, real_v, b_q, b_nlse2, c_log2e, v: tl.constexpr, DIR
         if pair_allowed(u, v, DIR):
             allow = reals[u] & real_v
             if SAVED_LSE:
-                e = tl.where(allow, tl.exp2(ts[u] * c_log2e + b_nlse2), 0.0)
+                e = tl.where(allow, tl.exp2(tl.fma(ts[u], c_log2e, b_nlse2)), 0.0)
             elif FIXED_PIVOT:
                 e = tl.where(allow, tl.exp2(ts[u] * c_log2e - c_log2e), 0.0)
             else:
@@ -222,8 +221,7 @@ def bwd_pairs_kernel(
     inv_c, c_log2e = f32(inv_c), f32(c_log2e)
     e, m_e, f, start, row0, base = program_elements(n, d, r, nblk, total, R, BLOCK, DENSE, INDEX64)
     b_bias = tl.load(bias + f, mask=m_e, other=0.0).to(tl.float32)
-    deps, vals, reals = block_keys(mask, dep, value, n, d, r, m_e, start, row0, base, inv_c, R,
-                                   DENSE)
+    deps, vals, reals = block_keys(mask, dep, value, n, d, r, m_e, start, row0, base, R, DENSE)
     heads = block_rows(head, n, d, r, m_e, start, base, R, DENSE)
     grads = block_rows(grad_out, n, d, r, m_e, start, base, R, DENSE)
     if SAVED_LSE:
@@ -246,8 +244,8 @@ def bwd_pairs_kernel(
             b_nlse2 = -lses[v] * LOG2E
         else:
             b_nlse2 = b_q  # unused
-        ts, es, inv = query_probs(deps, reals, real_v, b_q, b_nlse2, c_log2e, v, DIR, R, FAST_TANH,
-                                  SAVED_LSE, FIXED_PIVOT)
+        ts, es, inv = query_probs(deps, reals, real_v, b_q, b_nlse2, inv_c, c_log2e, v, DIR, R,
+                                  FAST_TANH, SAVED_LSE, FIXED_PIVOT)
         # The query's output recomputed in float32 from the keys held here, not read from the
         # saved `out` (rounded to the input dtype: its error would be summed into d_bias).
         b_o = tl.zeros_like(b_q)

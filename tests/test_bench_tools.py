@@ -104,7 +104,9 @@ def test_variants_combine():
     assert gpu_rates.variant_env("stream+split") == {
         "BLOSA_CUDA_FORWARD": "stream", "BLOSA_CUDA_BACKWARD": "split"}
     assert gpu_rates.variant_env("loads-first") == {"BLOSA_CUDA_SMALL_LOADS_FIRST": "1"}
+    assert gpu_rates.variant_env("loads-later") == {"BLOSA_CUDA_SMALL_LOADS_FIRST": "0"}
     assert gpu_rates.variant_config("loads-first")[0] == "r=8"
+    assert gpu_rates.variant_config("loads-later")[0] == "r=8"
 
 
 @pytest.mark.parametrize("variant, part", [("tile", "'tile'"), ("fused+tilex", "'tilex'"),

@@ -185,17 +185,18 @@ def test_persistent_small_kernels_loop(monkeypatch, dtype, direction, vec):
 def check_dense_and_general(monkeypatch, dtype, direction, B, n, d):
     """No mask and whole blocks of 8 at c = 5: the dense small-block kernels (small_dense in
     csrc/cuda/dispatch.h; tests/test_cuda_emulated.py checks that the dispatcher takes them
-    there), in training (forward without lse, recomputing backward); the same with their loads
-    first (BLOSA_CUDA_SMALL_LOADS_FIRST=1), bit for bit; then the general ones, which
+    there), in training (forward without lse, recomputing backward), which issue their loads
+    first (the default); the same with their loads in the plain order
+    (BLOSA_CUDA_SMALL_LOADS_FIRST=0), bit for bit; then the general ones, which
     BLOSA_CUDA_SMALL_DENSE=0 asks for. With a bias: d_bias is column_sums' sum of the
     per-block sums (3072 rows at the benchmark size)."""
     check(dtype, direction, 8, "none", B=B, n=n, d=d, scale=5.0, with_bias=True)
     gen = generator_for("cuda-loads-first", dtype, direction, B, n, d)
     inputs, mask, grad_out = make_case(B, n, d, gen, True, "none")
     settings = (8, direction, 5.0)
-    plain = run(public_op, inputs, mask, grad_out, dtype, *settings)
-    monkeypatch.setenv("BLOSA_CUDA_SMALL_LOADS_FIRST", "1")
     first = run(public_op, inputs, mask, grad_out, dtype, *settings)
+    monkeypatch.setenv("BLOSA_CUDA_SMALL_LOADS_FIRST", "0")
+    plain = run(public_op, inputs, mask, grad_out, dtype, *settings)
     for name, a, b in zip(["out", "d_dep", "d_head", "d_value", "d_bias"], plain, first):
         assert torch.equal(a, b), name  # a test that never holds added: the same arithmetic
     monkeypatch.delenv("BLOSA_CUDA_SMALL_LOADS_FIRST")

@@ -59,7 +59,7 @@ void check_cuda_inputs(const at::Tensor& dep) {
 //   BLOSA_CUDA_SMALL_DENSE=0|1      those two kernels compiled for calls with no mask and every
 //                                   block 8 tokens long (default 1), where a call is so.
 //   BLOSA_CUDA_SMALL_LOADS_FIRST=0|1 those dense kernels with every load issued before any
-//                                   math (default 0; float accumulation).
+//                                   math (default 1; float accumulation).
 // The value of tuning variable `name`, which must be `a` or `b`; nullopt where it is unset.
 std::optional<std::string> tuning_choice(const char* name, const char* a, const char* b) {
   const char* value = std::getenv(name);
