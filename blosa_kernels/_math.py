@@ -47,10 +47,14 @@ def tanh_f32(x, FAST: tl.constexpr):
 
 
 @triton.jit
-def tanh_arg(dep, q, inv_c):
-    """x = z / c = dep / c + q, q = (head + bias) / c, rounded once (one fused multiply-add):
-    every kernel computes the same x, and so the same t, for a (query, key, feature) triple."""
-    return tl.fma(dep, inv_c, q)
+def tanh_arg(unscaled, inv_c, scaled):
+    """x = z / c for z = dep + head + bias as two parts, one still to scale and one already
+    scaled by 1/c: unscaled / c + scaled, rounded once (one fused multiply-add). The row-tile and
+    per-block kernels scale each query's head + bias and pass a key's dep unscaled; the
+    per-pair kernels scale each key's dep, which they hold for all R queries, and pass a query's
+    head + bias (that way their dense bfloat16 forward issues every load before its first
+    math, as before the fma; the other way round it read 4 loads early)."""
+    return tl.fma(unscaled, inv_c, scaled)
 
 
 @triton.jit

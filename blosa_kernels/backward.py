@@ -159,7 +159,7 @@ def bwd_blocks_kernel(
         o_v = tl.zeros_like(o_i) + v
         allow = real_i & spread_blocks(real_j, ROW_AXIS)
         allow = allow & dir_allows(spread_offsets(o_w, ROW_AXIS), o_v, DIR)
-        t = tanh_f32(tanh_arg(b_dep, spread_block_rows(b_q, ROW_AXIS), inv_c), FAST_TANH)
+        t = tanh_f32(tanh_arg(b_dep, inv_c, spread_block_rows(b_q, ROW_AXIS)), FAST_TANH)
         if SAVED_LSE:
             b_lse2 = spread_block_rows(raw_lse * LOG2E, ROW_AXIS)
             p = tl.where(allow[:, :, None], tl.exp2(tl.fma(t, c_log2e, -b_lse2)), 0.0)
@@ -222,7 +222,7 @@ def bwd_dq_kernel(
         if real_i:
             b_dep = raw_dep.to(tl.float32)
             b_val = raw_val.to(tl.float32)
-            t = tanh_f32(tanh_arg(b_dep[None, :], b_q, inv_c), FAST_TANH)
+            t = tanh_f32(tanh_arg(b_dep[None, :], inv_c, b_q), FAST_TANH)
             p = saved_probs(t, b_nlse2, c_log2e, i, inner_lo, inner_hi, m0, last, lo_j, hi_j, o_j,
                             DIR)
             vd = b_val[None, :] - b_os
@@ -272,7 +272,7 @@ def bwd_dkv_kernel(
             b_g = raw_g.to(tl.float32)
             b_o = raw_o.to(tl.float32)
             b_nlse2 = -raw_lse * LOG2E
-            t = tanh_f32(tanh_arg(b_dep, b_q[None, :], inv_c), FAST_TANH)
+            t = tanh_f32(tanh_arg(b_dep, inv_c, b_q[None, :]), FAST_TANH)
             p = saved_probs(t, b_nlse2[None, :], c_log2e, j, inner_lo, inner_hi, m0, last, lo_i,
                             hi_i, o_i, DIR)
             pg = p * b_g[None, :]
@@ -322,7 +322,7 @@ def bwd_fused_kernel(
         if real_i:  # a padding key's parts are never read (bwd_dkv_sums_kernel zeroes it)
             b_dep = raw_dep.to(tl.float32)
             b_val = raw_val.to(tl.float32)
-            t = tanh_f32(tanh_arg(b_dep[None, :], b_q, inv_c), FAST_TANH)
+            t = tanh_f32(tanh_arg(b_dep[None, :], inv_c, b_q), FAST_TANH)
             p = saved_probs(t, b_nlse2, c_log2e, i, inner_lo, inner_hi, m0, last, lo_j, hi_j, o_j,
                             DIR)
             vd = b_val[None, :] - b_os

@@ -103,7 +103,7 @@ def fwd_blocks_kernel(
         o_u = tl.zeros_like(o_j) + u
         allow = real_j & spread_blocks(raw_real != 0, ROW_AXIS)
         allow = allow & dir_allows(o_u, spread_offsets(o_v, ROW_AXIS), DIR)
-        t = tanh_f32(tanh_arg(b_dep, b_q, inv_c), FAST_TANH)
+        t = tanh_f32(tanh_arg(b_dep, inv_c, b_q), FAST_TANH)
         b_sum, b_acc, b_m = online_softmax_step(b_sum, b_acc, b_m, t, b_val, allow[:, :, None],
                                                 c_log2e, FIXED_PIVOT)
 
@@ -150,7 +150,7 @@ def fwd_rows_kernel(
         if real_i:  # a padding key is skipped by every query
             b_dep = raw_dep.to(tl.float32)
             b_val = raw_val.to(tl.float32)
-            t = tanh_f32(tanh_arg(b_dep[None, :], b_q, inv_c), FAST_TANH)
+            t = tanh_f32(tanh_arg(b_dep[None, :], inv_c, b_q), FAST_TANH)
             allow = pairs_with(i, lo_j, hi_j, o_j, DIR)
             if FIXED_PIVOT:
                 if spans_tile(i, inner_lo, inner_hi, m0, last, DIR):

@@ -88,9 +88,9 @@ def row_exists(n, r, start, m_e, u, DENSE: tl.constexpr):
 
 
 @triton.jit
-def block_keys(mask, dep, value, n, d, r, m_e, start, row0, base, R: tl.constexpr,
+def block_keys(mask, dep, value, n, d, r, m_e, start, row0, base, inv_c, R: tl.constexpr,
                DENSE: tl.constexpr):
-    """The blocks' R rows as keys, each a [BLOCK] float32 tile: dep, value; and real (the
+    """The blocks' R rows as keys, each a [BLOCK] float32 tile: dep / c, value; and real (the
     row exists and is not padding; the same for the row as a query): three tuples of R. Each
     row's mask byte, dep and value are loaded together, not tensor by tensor as block_rows
     would: that order compiled to another schedule, with more registers in the backward."""
@@ -103,7 +103,7 @@ def block_keys(mask, dep, value, n, d, r, m_e, start, row0, base, R: tl.constexp
             real_u = m_u
         else:
             real_u = m_u & (tl.load(mask + row0 + u, mask=m_u, other=0) != 0)
-        deps = deps + (tl.load(dep + base + u * d, mask=m_u, other=0.0).to(tl.float32),)
+        deps = deps + (tl.load(dep + base + u * d, mask=m_u, other=0.0).to(tl.float32) * inv_c,)
         vals = vals + (tl.load(value + base + u * d, mask=m_u, other=0.0).to(tl.float32),)
         reals = reals + (real_u,)
     return deps, vals, reals
@@ -141,21 +141,23 @@ def fwd_pairs_kernel(
     # first (6 loads read early, the mask bytes among them, against 11 with head's first).
     if DENSE:
         heads = block_rows(head, n, d, r, m_e, start, base, R, DENSE)
-        deps, vals, reals = block_keys(mask, dep, value, n, d, r, m_e, start, row0, base, R, DENSE)
+        deps, vals, reals = block_keys(mask, dep, value, n, d, r, m_e, start, row0, base, inv_c,
+                                       R, DENSE)
     else:
-        deps, vals, reals = block_keys(mask, dep, value, n, d, r, m_e, start, row0, base, R, DENSE)
+        deps, vals, reals = block_keys(mask, dep, value, n, d, r, m_e, start, row0, base, inv_c,
+                                       R, DENSE)
         heads = block_rows(head, n, d, r, m_e, start, base, R, DENSE)
     for v in tl.static_range(R):
         m_v = row_exists(n, r, start, m_e, v, DENSE)
         real_v = reals[v]
-        b_q = (heads[v].to(tl.float32) + b_bias) * inv_c
+        b_q = heads[v].to(tl.float32) + b_bias
         b_sum = tl.zeros_like(b_q)
         b_acc = tl.zeros_like(b_q)
         b_m = tl.full(b_q.shape, -1.0, dtype=tl.float32) * c_log2e  # running max (log2 units)
         for u in tl.static_range(R):
             if pair_allowed(u, v, DIR):
                 allow = reals[u] & real_v
-                t = tanh_f32(tanh_arg(deps[u], b_q, inv_c), FAST_TANH)
+                t = tanh_f32(tanh_arg(b_q, inv_c, deps[u]), FAST_TANH)
                 b_sum, b_acc, b_m = online_softmax_step(b_sum, b_acc, b_m, t, vals[u], allow,
                                                         c_log2e, FIXED_PIVOT)
         b_out, b_lse = softmax_result(b_sum, b_acc, b_m, b_sum > 0.0, c, FIXED_PIVOT)
@@ -180,7 +182,7 @@ def query_probs(deps, reals, real_v, b_q, b_nlse2, inv_c, c_log2e, v: tl.constex
     m2 = tl.full(b_q.shape, -1.0, dtype=tl.float32) * c_log2e
     for u in tl.static_range(R):
         if pair_allowed(u, v, DIR):
-            t = tanh_f32(tanh_arg(deps[u], b_q, inv_c), FAST_TANH)
+            t = tanh_f32(tanh_arg(b_q, inv_c, deps[u]), FAST_TANH)
             ts = ts + (t,)
             if not SAVED_LSE and not FIXED_PIVOT:
                 m2 = tl.where(reals[u] & real_v, tl.maximum(m2, t * c_log2e), m2)
@@ -221,7 +223,8 @@ def bwd_pairs_kernel(
     inv_c, c_log2e = f32(inv_c), f32(c_log2e)
     e, m_e, f, start, row0, base = program_elements(n, d, r, nblk, total, R, BLOCK, DENSE, INDEX64)
     b_bias = tl.load(bias + f, mask=m_e, other=0.0).to(tl.float32)
-    deps, vals, reals = block_keys(mask, dep, value, n, d, r, m_e, start, row0, base, R, DENSE)
+    deps, vals, reals = block_keys(mask, dep, value, n, d, r, m_e, start, row0, base, inv_c, R,
+                                   DENSE)
     heads = block_rows(head, n, d, r, m_e, start, base, R, DENSE)
     grads = block_rows(grad_out, n, d, r, m_e, start, base, R, DENSE)
     if SAVED_LSE:
@@ -238,7 +241,7 @@ def bwd_pairs_kernel(
         m_v = row_exists(n, r, start, m_e, v, DENSE)
         real_v = reals[v]
         p_v = base + v * d
-        b_q = (heads[v].to(tl.float32) + b_bias) * inv_c
+        b_q = heads[v].to(tl.float32) + b_bias
         b_g = grads[v].to(tl.float32)
         if SAVED_LSE:
             b_nlse2 = -lses[v] * LOG2E

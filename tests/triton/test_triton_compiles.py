@@ -193,3 +193,22 @@ def test_per_pair_report_lists_every_config(cubins):
 def test_sfu_benchmark_loops_compile():
     # bench/sfu_peak.py runs only on a GPU session; a loop that fails to compile would waste it.
     run_without_interpreter("bench/sfu_peak.py", "--compile-only", "90")
+
+
+def test_summed_products_names_each_sum_of_two_plain_products():
+    # compile_check fails a kernel whose LLVM IR has one (blosa_kernels/_math.py's docstring):
+    # the backend would fuse either product into an FMA, by use counts.
+    llir = """
+  %3 = fmul float %1, %2, !dbg !7
+  %4 = fmul float %1, %0
+  %5 = fadd float %3, %4, !dbg !8
+  %6 = fadd float %5, %4
+  %7 = fsub contract float %4, %3
+  %8 = tail call float @llvm.fma.f32(float %1, float %2, float %4)
+  %9 = fadd float %8, %3
+  %10 = fmul <2 x float> %a, %b
+  %11 = fadd <2 x float> %10, %10
+"""
+    assert compile_check.summed_products(llir) == [
+        "%5 = fadd float %3, %4", "%7 = fsub contract float %4, %3",
+        "%11 = fadd <2 x float> %10, %10"]
