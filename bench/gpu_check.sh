@@ -30,7 +30,8 @@ export BLOSA_CUDA=1 TORCH_CUDA_ARCH_LIST=${TORCH_CUDA_ARCH_LIST:-9.0} PYTHONUNBU
   $PY -c 'import torch, triton; print("torch", torch.__version__, "cuda", torch.version.cuda, "triton", triton.__version__)'
 } | tee "$LOG/device.txt"
 
-step() { echo "== $1 (at ${SECONDS}s)"; }
+# Each step's start goes to device.txt too, for sizing the next check's budget.
+step() { echo "== $1 (at ${SECONDS}s)" | tee -a "$LOG/device.txt"; }
 BUDGET=${BUDGET:-570}
 # 8: the shards are contiguous slices of the suite (each compiles only its own tests' kernels),
 # and test_triton_no_lse.py, the slowest on the GPU (43 tests in 166 s on 2026-11-27), is 53
@@ -95,8 +96,8 @@ done
 # Which unit holds each kernel back: Nsight Compute's summary sections (CUDA: the r = 8 training
 # kernels dense and general, d_bias's column sums, the one-block kernels, the one-block forward
 # with padding, the fused backward, the staged forward, the r = 8 dense ones with their loads
-# in the plain order; Triton: bench/ncu_kernels.py --backend triton), where ncu can read the counters (not on
-# every machine; a failure here does not fail the check).
+# in the plain order; Triton: bench/ncu_kernels.py --backend triton), where ncu can read the
+# counters (not on every machine; a failure here does not fail the check).
 NCU=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | tail -1)
 SECTIONS=(--section SpeedOfLight --section ComputeWorkloadAnalysis --section WarpStateStats
           --section Occupancy)
@@ -171,5 +172,5 @@ sed -n '/^| backend/,$p' "$LOG/rates.md"
 
 echo "cuda tests exit $tests_status, triton tests exit $triton_status, rates exit $rates_status," \
   "sfu exit $sfu_status (124: out of time; the ceiling is known, so it does not fail the check)" \
-  "after ${SECONDS}s"
+  "after ${SECONDS}s" | tee -a "$LOG/device.txt"
 exit $(( tests_status || triton_status || rates_status ))

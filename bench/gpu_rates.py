@@ -211,8 +211,7 @@ def variant_env(variant: str) -> dict[str, str]:
 def variant_config(variant: str):
     """The config a kernel variant changes the kernels of: r = 8 for "vecN", "persistent",
     "general" (CUDA's and Triton's), "loads-first", "loads-later" and "per-block" (the
-    small-block kernels),
-    else one block (the tiled and row-tile kernels)."""
+    small-block kernels), else one block (the tiled and row-tile kernels)."""
     small = any(part.startswith("vec") or part in ("persistent", "general", "loads-first",
                                                     "loads-later", "per-block")
                 for part in variant.split("+"))

@@ -9,7 +9,8 @@ saved lse, the running-max softmax update), and a tl.sum of products sums rounde
 left as `a * b + c * d`, LLVM fuses one of the two products and picks which by how often each
 is used, which differs between compiled variants of one kernel. On an H200 (2026-11-28) the
 per-pair forward with and without lse (WRITE_LSE) fused different products into tanh's
-argument, and their float32 outputs differed in the last bits. tests/triton/test_triton_compiles.py checks every kernel's LLVM IR for such a sum.
+argument, and their float32 outputs differed in the last bits. compile_check (CI runs it:
+tests/triton/test_triton_compiles.py) fails a kernel whose LLVM IR has such a sum.
 """
 import triton
 import triton.language as tl
