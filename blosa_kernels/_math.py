@@ -10,7 +10,8 @@ left as `a * b + c * d`, LLVM fuses one of the two products and picks which by h
 is used, which differs between compiled variants of one kernel. On an H200 (2026-11-28) the
 per-pair forward with and without lse (WRITE_LSE) fused different products into tanh's
 argument, and their float32 outputs differed in the last bits. compile_check (CI runs it:
-tests/triton/test_triton_compiles.py) fails a kernel whose LLVM IR has such a sum.
+tests/triton/test_triton_compiles.py) fails a kernel whose LLVM IR has such a sum, or whose PTX
+leaves ptxas a product to fuse into a sum or not.
 """
 import triton
 import triton.language as tl

@@ -8,9 +8,10 @@ float64, as torch.compile may. Then every autotune config of each kernel (config
 too, and must not spill: a config the GPU autotuner tries must build, and one that spills would
 only waste its time (registers and stack from `cuobjdump -res-usage`, the copy triton bundles).
 Nor may a per-block kernel whose warps fit on its blocks have a barrier, nor a per-pair kernel any
-(must_not_sync). Nor may any kernel add two plain products in its LLVM IR (summed_products).
-Needs TRITON_INTERPRET unset. Exit status 0 when all compile, none spills, none syncs and none
-adds two products.
+(must_not_sync). Nor may any kernel add two plain products in its LLVM IR (summed_products), nor
+leave a product and a sum for ptxas to fuse or not (products_left_to_ptxas). Needs
+TRITON_INTERPRET unset. Exit status 0 when all compile, none spills, none syncs and no sum is
+left to the compiler's choice.
 With --cubin-dir DIR it also writes each binary there, named kernel-dtype-scalars.cubin (with
 -2, -3, ... for a kernel's second, third case in one dtype, in the order of cases()), and
 each autotune config's, kernel-dtype-wWARPS-TILES.cubin (config_cubin_name; e.g.
@@ -198,6 +199,37 @@ def summed_products(llir: str) -> list[str]:
     return found
 
 
+# A PTX float32 multiply, add or subtract: `mul.f32 %r5, %r3, %r4;`, `add.rn.ftz.f32 ...`.
+_PTX_FLOAT_OP = re.compile(r"^\s*(mul|add|sub)((?:\.\w+)*)\.f32\s+(%\w+),\s*([%\w.]+),\s*([%\w.]+)")
+
+
+def products_left_to_ptxas(ptx: str) -> list[str]:
+    """The PTX additions and subtractions (without `.rn`) that take a product (a `mul` without
+    `.rn`): ptxas may fuse such a pair into a multiply-add or not, as it likes. Triton's LLVM
+    fuses every product it can before that, so in these kernels there are none, and
+    summed_products's check covers the only choice left."""
+    products = set()
+    found = []
+    for line in ptx.splitlines():
+        m = _PTX_FLOAT_OP.match(line)
+        if not m:
+            continue
+        op, modifiers, dst, a, b = m.groups()
+        rounded = ".rn" in modifiers
+        if op == "mul":
+            (products.discard if rounded else products.add)(dst)
+            continue
+        products.discard(dst)
+        if not rounded and (a in products or b in products):
+            found.append(line.strip().rstrip(";"))
+    return found
+
+
+def sums_left_to_the_compiler(kernel) -> list[str]:
+    """A compiled kernel's summed_products (LLVM IR) and products_left_to_ptxas (PTX)."""
+    return summed_products(kernel.asm["llir"]) + products_left_to_ptxas(kernel.asm["ptx"])
+
+
 def must_not_sync(fn, constexprs: dict, num_warps: int) -> bool:
     """A per-block kernel whose warps all fit on its blocks (G = TILE // R >= warps) sums a
     block's rows inside each thread: a barrier there means the tile's arrangement
@@ -242,13 +274,13 @@ def main(argv=None) -> int:
                 name = f"{fn.__name__}-{dtype}-{float_scalars}{repeat}.cubin"
                 with open(os.path.join(args.cubin_dir, name), "wb") as out:
                     out.write(kernel.asm["cubin"])
-            sums = summed_products(kernel.asm["llir"])
+            sums = sums_left_to_the_compiler(kernel)
             failed += bool(sums)
             status = "FUSES" if sums else "ok "
             print(f"{status} {fn.__name__:<18} {dtype:<5} scalars {float_scalars} sm_{args.arch}  "
                   f"{time.time() - t0:5.1f}s  {constexprs}")
             for line in sums[:3]:
-                print(f"      a sum of two products: {line}")
+                print(f"      a sum of products: {line}")
     for fn, dtype, constexprs, num_warps, maxnreg in config_cases():
         t0 = time.time()
         signature = _signature(fn, dtype, constexprs, "fp32")
@@ -265,7 +297,7 @@ def main(argv=None) -> int:
         regs, stack = usage if usage else ("?", 0)
         syncs = barriers(kernel.asm["cubin"])
         synced = bool(syncs) and must_not_sync(fn, constexprs, num_warps)
-        fuses = bool(summed_products(kernel.asm["llir"]))
+        fuses = bool(sums_left_to_the_compiler(kernel))
         failed += stack > 0 or synced or fuses
         status = "SPILLS" if stack else "SYNCS " if synced else "FUSES " if fuses else "ok "
         capped = f" maxnreg={maxnreg}" if maxnreg else ""

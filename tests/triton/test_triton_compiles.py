@@ -212,3 +212,24 @@ def test_summed_products_names_each_sum_of_two_plain_products():
     assert compile_check.summed_products(llir) == [
         "%5 = fadd float %3, %4", "%7 = fsub contract float %4, %3",
         "%11 = fadd <2 x float> %10, %10"]
+
+
+def test_products_left_to_ptxas_names_each_sum_that_takes_an_unfused_product():
+    # Without `.rn`, ptxas may fuse a mul into the add that takes it, or not: compile_check
+    # fails a kernel whose PTX leaves it one. A product rounded on its own (`mul.rn`), a sum
+    # rounded on its own (`add.rn`) and an fma leave it no choice.
+    ptx = """
+	mul.f32 	%r3, %r1, %r2;
+	mul.rn.f32 	%r4, %r1, %r2;
+	add.f32 	%r5, %r3, %r0;
+	add.f32 	%r6, %r4, %r0;
+	add.rn.f32 	%r7, %r3, %r0;
+	fma.rn.f32 	%r8, %r1, %r2, %r3;
+	sub.ftz.f32 	%r9, %r0, %r3;
+	add.f32 	%r10, %r8, %r9;
+	mul.f32 	%r3, %r8, 0f3F800000;
+	mul.rn.f32 	%r3, %r8, %r8;
+	add.f32 	%r11, %r3, %r0;
+"""
+    assert compile_check.products_left_to_ptxas(ptx) == [
+        "add.f32 \t%r5, %r3, %r0", "sub.ftz.f32 \t%r9, %r0, %r3"]
