@@ -1,6 +1,7 @@
 """The machine code of every small-block CUDA kernel the dispatcher can pick, in 90 s.
 
     python bench/small_variants.py [--out TABLE.md] [--compare BEFORE.md] [--kernels REGEX]
+    python bench/small_variants.py --ptx-sums [--kernels REGEX]
 
 No GPU needed. It writes one .cu file that instantiates each template variant of
 forward_small, backward_small_recompute and backward_small that csrc/cuda/dispatch.h's
@@ -11,12 +12,16 @@ bench/sass_loads.py's --whole table of them (registers, stack, instructions, loa
 reads). With --compare it prints instead, for each kernel, what moved against a table saved
 before a change (--out), and a last line with how many kernels got more registers, stack,
 loads, parameter reloads or early reads, and the total instruction count: how an edit to
-csrc/cuda/attn_kernels.cuh is judged on every variant at once.
+csrc/cuda/attn_kernels.cuh is judged on every variant at once. With --ptx-sums it compiles to
+PTX instead and counts, kernel by kernel, the additions that take a product neither rounded on
+its own nor fused (blosa_kernels.compile_check.products_left_to_ptxas): sums whose rounding
+ptxas chooses, kernel by kernel.
 """
 from __future__ import annotations
 
 import argparse
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -76,17 +81,38 @@ def nvcc() -> str:
     return os.path.join(CUDA_HOME, "bin", "nvcc")
 
 
-def compile_all(folder: str, text: str | None = None) -> str:
-    """The cubin of `text` (default source()), compiled in `folder`."""
+def compile_all(folder: str, text: str | None = None, output: str = "cubin") -> str:
+    """The binary ("cubin") or PTX ("ptx") of `text` (default source()), compiled in `folder`."""
     from torch.utils.cpp_extension import include_paths
 
-    cu, cubin = os.path.join(folder, "small.cu"), os.path.join(folder, "small.cubin")
+    cu, out = os.path.join(folder, "small.cu"), os.path.join(folder, f"small.{output}")
     with open(cu, "w") as f:
         f.write(source() if text is None else text)
     includes = [f"-I{path}" for path in include_paths()]
-    subprocess.run([nvcc(), *NVCC_FLAGS, "-arch=sm_90", "-cubin", *includes, "-o", cubin, cu],
+    subprocess.run([nvcc(), *NVCC_FLAGS, "-arch=sm_90", f"-{output}", *includes, "-o", out, cu],
                    check=True)
-    return cubin
+    return out
+
+
+def ptx_sums(ptx: str, kernels: str = ".") -> str:
+    """One line per kernel matching `kernels` with its PTX additions that take an unfused
+    product (products_left_to_ptxas), then a total line."""
+    sys.path.insert(0, ROOT)
+    from blosa_kernels.compile_check import products_left_to_ptxas
+
+    lines, total, kernels_with = [], 0, 0
+    # Register names restart in each kernel: count one .entry at a time.
+    for entry in re.split(r"^\.visible \.entry ", ptx, flags=re.M)[1:]:
+        name = entry.split("(", 1)[0]
+        if not re.search(kernels, name):
+            continue
+        found = len(products_left_to_ptxas(entry))
+        lines.append(f"{name}: {found}")
+        total += found
+        kernels_with += found > 0
+    lines.append(f"{len(lines)} kernels; {kernels_with} leave ptxas {total} additions that take an "
+                 "unfused product")
+    return "\n".join(lines)
 
 
 def rows(table: str) -> dict[str, list[str]]:
@@ -129,7 +155,14 @@ def main(argv=None) -> int:
     parser.add_argument("--out", help="also write the table to this file")
     parser.add_argument("--compare", metavar="TABLE", help="a table written before (--out)")
     parser.add_argument("--kernels", default=".", help="regex on mangled names (default: all)")
+    parser.add_argument("--ptx-sums", action="store_true",
+                        help="count the PTX additions that ptxas may fuse or not, instead")
     args = parser.parse_args(argv)
+    if args.ptx_sums:
+        with tempfile.TemporaryDirectory() as folder:
+            with open(compile_all(folder, output="ptx")) as f:
+                print(ptx_sums(f.read(), args.kernels))
+        return 0
     with tempfile.TemporaryDirectory() as folder:
         table = sass_loads.whole_report(*sass_loads.dump(compile_all(folder), args.kernels),
                                         args.kernels)

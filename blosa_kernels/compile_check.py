@@ -186,15 +186,16 @@ def summed_products(llir: str) -> list[str]:
     fuses one of the two into a multiply-add and picks which by how often each is used, so two
     compiled variants of one kernel can round the same sum differently (blosa_kernels/_math.py's
     docstring); the kernels write such sums as `tl.fma` instead."""
-    made_by = {}
+    products = set()  # SSA names: each is defined once
     found = []
     for line in llir.splitlines():
         m = _FLOAT_OP.match(line)
         if not m:
             continue
         name, op, a, b = m.groups()
-        made_by[name] = op
-        if op != "fmul" and made_by.get(a) == made_by.get(b) == "fmul":
+        if op == "fmul":
+            products.add(name)
+        elif a in products and b in products:
             found.append(line.split(", !dbg")[0].strip())
     return found
 

@@ -336,6 +336,30 @@ def test_small_variants_compare_names_what_got_worse():
                      "early in 0; instructions 1600 -> 1500"]
 
 
+def test_small_variants_ptx_sums_count_each_kernel_on_its_own():
+    # Register names restart in each .entry: %f3, a product in the first kernel, is an add's
+    # result in the second, whose add of it is left to nobody's choice.
+    ptx = """
+.visible .entry _Z3onev(
+)
+{
+	mul.ftz.f32 	%f3, %f1, %f2;
+	add.ftz.f32 	%f4, %f3, %f1;
+	sub.ftz.f32 	%f5, %f1, %f3;
+}
+.visible .entry _Z3twov(
+)
+{
+	add.ftz.f32 	%f3, %f1, %f2;
+	add.ftz.f32 	%f4, %f3, %f1;
+}
+"""
+    assert small_variants.ptx_sums(ptx).splitlines() == [
+        "_Z3onev: 2", "_Z3twov: 0",
+        "2 kernels; 1 leave ptxas 2 additions that take an unfused product"]
+    assert small_variants.ptx_sums(ptx, "two").splitlines()[-1].startswith("1 kernels; 0 leave")
+
+
 def test_small_variants_instantiate_what_the_dispatcher_can_pick():
     # with_small_variant (csrc/cuda/dispatch.h): per direction, float accumulation 8 variants
     # of each of the two kernels (widths 1 and 2: persistent, fixed, running max; width 1 also
