@@ -2,6 +2,7 @@
 
     python bench/host_overhead.py [--device cpu|cuda] [--calls N]
                                   [--backend auto|triton|triton-stand-in|triton-stubbed|baseline]
+                                  [--via-op]
 
 B=1, n=2, d=1, one CPU thread: the time per call is the Python, dispatcher and autograd
 overhead that every call pays on top of its kernels (on a GPU, the part that small or fast
@@ -15,7 +16,9 @@ in place of triton's GPU driver: Triton's whole launch path in Python (autotuner
 binding, specialization, cache key), all but the C launcher and the GPU. --backend
 triton-stubbed: the Triton op on CPU tensors (taken as under TRITON_INTERPRET=1) with its
 kernel launches replaced by nothing, so the time is the op's own Python and autograd.
---backend baseline: one ATen op on the same tensors (torch.addcmul(value, dep, head): one
+--via-op: the Triton backends through blosa::masked_block_attn_triton_fwd (torch.library's
+dispatch and autograd, what torch.compile traces), not the eager path that plain calls take
+(blosa_kernels/op.py). --backend baseline: one ATen op on the same tensors (torch.addcmul(value, dep, head): one
 kernel forward, two backward) through the same autograd calls, the floor that the machine's
 autograd engine and launches set for any op. On a GPU machine auto (the CUDA C++ op), triton,
 triton-stand-in, triton-stubbed and baseline tell apart the op's Python, Triton's launcher and
@@ -70,7 +73,15 @@ def main(argv=None) -> int:
     ap.add_argument("--backend", default="auto",
                     choices=("auto", "triton", "triton-stand-in", "triton-stubbed", "baseline"))
     ap.add_argument("--calls", type=int, default=3000)
+    ap.add_argument("--via-op", action="store_true",
+                    help="Triton backends: through the torch.library op, not the eager path")
     args = ap.parse_args(argv)
+    if args.via_op:
+        if not args.backend.startswith("triton"):
+            ap.error("--via-op is for the triton backends")
+        import blosa_kernels.op
+
+        blosa_kernels.op._untraced = lambda *tensors: False
     if args.backend in ("triton-stubbed", "triton-stand-in"):
         if args.device != "cpu":
             ap.error(f"--backend {args.backend} runs on CPU tensors")
@@ -102,7 +113,8 @@ def main(argv=None) -> int:
     def forward_backward():
         torch.autograd.grad(call(), inputs, grad_out)
 
-    print(f"device {dev}, torch {torch.__version__}, backend {args.backend}")
+    print(f"device {dev}, torch {torch.__version__}, backend {args.backend}"
+          f"{' via the op' if args.via_op else ''}")
     for name, fn in (("forward (no_grad):          ", forward),
                      ("forward+backward (autograd):", forward_backward)):
         print(f"{name}  {mean_us(fn, args.calls, sync=sync):7.1f} us per call")

@@ -14,13 +14,22 @@ per-pair and per-block backwards hold a whole block's keys and recompute the sof
 
 Both are `triton_op`s launching through `wrap_triton`, so torch.compile(fullgraph=True) sees the
 kernels; under TRITON_INTERPRET=1 they run on CPU tensors (launched directly, not wrapped).
+
+masked_block_attn_triton, called eagerly on plain tensors (no torch.compile, jit trace, functorch
+transform, tensor subclass or torch function/dispatch mode: nothing that must see the op), runs
+the same kernels through a torch.autograd.Function instead: torch.library's dispatch, its
+autograd wrapper and wrap_triton cost a call more host time than the kernels themselves at the
+paper's sizes (bench/host_overhead.py; bench/RESULTS.md). Under torch.profiler its ranges carry
+the ops' names; like the ops' backward, its backward has no derivative.
 """
 from __future__ import annotations
 
 import math
+from contextlib import nullcontext
 
 import torch
 from torch.library import triton_op, wrap_triton
+from torch.utils._python_dispatch import is_in_torch_dispatch_mode
 
 from blosa._validate import check_attn_args
 from blosa.ops import needs_lse
@@ -36,7 +45,7 @@ def _cdiv(a, b):
 
 def _launch(kind, L, grid, *args, **flags):
     kernel, meta = configs.kernel_and_meta(kind, L.d, L.R)
-    if not configs.INTERPRET:
+    if L.traced:
         kernel = wrap_triton(kernel)
     kernel[grid](*args, **flags, **meta)
 
@@ -61,7 +70,10 @@ def _block_lengths(n, block_len):
 class _Launch:
     """Everything the kernels of one call share: sizes, flags and scalar arguments."""
 
-    def __init__(self, dep, bias, mask, block_len, direction, scale):
+    def __init__(self, dep, bias, mask, block_len, direction, scale, traced):
+        # traced: launched through wrap_triton (inside the ops, which torch.compile may trace),
+        # or directly (the eager path, and the interpreter).
+        self.traced = traced and not configs.INTERPRET
         B, n, d = dep.shape
         self.B, self.n, self.d = B, n, d
         self.r, self.R = _block_lengths(n, block_len)
@@ -150,12 +162,17 @@ def masked_block_attn_triton_fwd(
     block_len = int(block_len)
     check_attn_args(dep, head, value, bias, mask, block_len, direction, scale)
     _check_device(dep)
+    return _forward(dep, head, value, bias, mask, block_len, direction, scale, compute_lse, traced=True)
+
+
+def _forward(dep, head, value, bias, mask, block_len, direction, scale, compute_lse, traced):
+    """masked_block_attn_triton_fwd's work on checked arguments; traced as _Launch's."""
     dep, head, value, bias, mask_u8 = _prepare(dep, head, value, bias, mask)
     out = torch.empty_like(dep)
     lse = torch.empty(dep.shape if compute_lse else (0,), dtype=torch.float32, device=dep.device)
     if out.numel() == 0:
         return out, lse
-    L = _Launch(dep, bias, mask, block_len, direction, scale)
+    L = _Launch(dep, bias, mask, block_len, direction, scale, traced)
     bias_arg = _bias_or_zeros(bias, dep)
     mask_arg = _mask_or_ones(mask_u8, dep, L)
     fixed = L.c <= configs.FIXED_PIVOT_MAX_SCALE
@@ -188,12 +205,18 @@ def masked_block_attn_triton_bwd(
     bias: torch.Tensor | None, mask: torch.Tensor | None, out: torch.Tensor, lse: torch.Tensor,
     block_len: int, direction: str, scale: float,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-    block_len = int(block_len)
-    L = _Launch(dep, bias, mask, block_len, direction, scale)
+    return _backward_kernels(grad_out, dep, head, value, bias, mask, out, lse, int(block_len),
+                             direction, scale, traced=True)
+
+
+def _backward_kernels(grad_out, dep, head, value, bias, mask, out, lse, block_len, direction,
+                      scale, traced):
+    """masked_block_attn_triton_bwd's work; traced as _Launch's."""
+    L = _Launch(dep, bias, mask, block_len, direction, scale, traced)
     saved_lse = lse.numel() > 0 or dep.numel() == 0
     if not saved_lse and not L.small:
         # Only the per-block kernel recomputes lse; the row-tile kernels get the forward's.
-        out, lse = masked_block_attn_triton_fwd(dep, head, value, bias, mask, block_len, direction, scale)
+        out, lse = _forward(dep, head, value, bias, mask, block_len, direction, scale, True, traced)
         saved_lse = True
     dep, head, value, bias, mask_u8 = _prepare(dep, head, value, bias, mask)
     grad_out = grad_out.contiguous()
@@ -266,33 +289,111 @@ def _fused_backward(L, common, mask_arg, d_dep, d_head, d_value, sums):
     )
 
 
-def _setup_context(ctx, inputs, output):
-    """Saves what masked_block_attn_triton_bwd needs (out and lse only where the forward computed
-    lse: without it the backward recomputes both); lse gets no gradient."""
+def _save(ctx, inputs, out, lse):
+    """Saves what the backward needs (out and lse only where the forward computed lse: without
+    it the backward recomputes both). inputs: the forward's nine."""
     dep, head, value, bias, mask, block_len, direction, scale, compute_lse = inputs
-    out, lse = output
     ctx.save_for_backward(dep, head, value, bias, mask, *((out, lse) if compute_lse else (None, None)))
     ctx.attn_settings = (block_len, direction, scale)
-    ctx.mark_non_differentiable(lse)
     # lse never gets a gradient: no zero [B, n, d] tensor filled for it before each backward.
     ctx.set_materialize_grads(False)
 
 
-def _backward(ctx, grad_out, _grad_lse):
+def _gradients(ctx, grad_out, backward):
+    """The nine inputs' gradients (dep, head, value and bias only) from backward, called as
+    masked_block_attn_triton_bwd."""
     if grad_out is None:  # no gradient reached out
         return None, None, None, None, None, None, None, None, None
     dep, head, value, bias, mask, out, lse = ctx.saved_tensors
     if lse is None:  # empty ones: the backward recomputes them
         out, lse = dep.new_empty(0), torch.empty(0, dtype=torch.float32, device=dep.device)
     block_len, direction, scale = ctx.attn_settings
-    d_dep, d_head, d_value, d_bias = masked_block_attn_triton_bwd(
+    d_dep, d_head, d_value, d_bias = backward(
         grad_out, dep, head, value, bias, mask, out, lse, block_len, direction, scale
     )
     d_bias = d_bias if bias is not None and ctx.needs_input_grad[3] else None
     return d_dep, d_head, d_value, d_bias, None, None, None, None, None
 
 
+def _setup_context(ctx, inputs, output):
+    out, lse = output
+    _save(ctx, inputs, out, lse)
+    ctx.mark_non_differentiable(lse)
+
+
+def _backward(ctx, grad_out, _grad_lse):
+    return _gradients(ctx, grad_out, masked_block_attn_triton_bwd)
+
+
 masked_block_attn_triton_fwd.register_autograd(_backward, setup_context=_setup_context)
+
+
+def _backward_eager(*args):
+    return _backward_kernels(*args, traced=False)
+
+
+class _EagerAttn(torch.autograd.Function):
+    """masked_block_attn_triton_fwd and its autograd, with the kernels launched directly: for
+    calls that nothing traces (_untraced), where torch.library's machinery is only host time."""
+
+    @staticmethod
+    def forward(ctx, dep, head, value, bias, mask, block_len, direction, scale, compute_lse):
+        out, lse = _forward(dep, head, value, bias, mask, block_len, direction, scale, compute_lse,
+                            traced=False)
+        _save(ctx, (dep, head, value, bias, mask, block_len, direction, scale, compute_lse), out, lse)
+        return out
+
+    @staticmethod
+    def backward(ctx, grad_out):
+        with _profiled("blosa::masked_block_attn_triton_bwd"):
+            grads = _gradients(ctx, grad_out, _backward_eager)
+        if not torch.is_grad_enabled():
+            return grads
+        # create_graph=True: the gradients depend on grad_out and the saved inputs, through
+        # kernels with no autograd formula. Tied to them, differentiating them raises, as it
+        # does through the op's backward, rather than leaving that dependence out unseen.
+        sources = [t for t in (grad_out, *ctx.saved_tensors) if t is not None and t.requires_grad]
+        present = [g for g in grads if g is not None]
+        tied = iter(_NoSecondDerivative.apply(len(present), *present, *sources))
+        return tuple(None if g is None else next(tied) for g in grads)
+
+
+class _NoSecondDerivative(torch.autograd.Function):
+    """The first `count` tensors unchanged, depending (for autograd) on all of them; their
+    backward raises."""
+
+    @staticmethod
+    def forward(ctx, count, *tensors):
+        return tuple(t.view_as(t) for t in tensors[:count])
+
+    @staticmethod
+    def backward(ctx, *grads):
+        raise RuntimeError("masked_block_attn with backend='triton' has no second derivative: its "
+                           "backward is not differentiable")
+
+
+def _profiled(name):
+    """Under torch.profiler, a range named as the op the eager path stands in for (profiles show
+    where its kernels came from); otherwise nothing."""
+    return torch.profiler.record_function(name) if torch.autograd._profiler_enabled() else nullcontext()
+
+
+# Tensor types a call may take the eager path with: nn.Parameter (a bias) is a plain tensor to
+# torch; every other subclass (FakeTensor, FunctionalTensor, DTensor, ...) must see the op.
+_PLAIN_TENSORS = (torch.Tensor, torch.nn.Parameter)
+
+
+def _untraced(*tensors) -> bool:
+    """Whether nothing that must see the op (torch.compile, jit tracing, a functorch transform,
+    a torch function or dispatch mode, a tensor subclass) would miss it in a call on `tensors`."""
+    return (
+        not torch.compiler.is_compiling()
+        and not torch.jit.is_tracing()
+        and not torch._C._are_functorch_transforms_active()
+        and not torch._C._is_torch_function_mode_enabled()
+        and not is_in_torch_dispatch_mode()
+        and all(t is None or type(t) in _PLAIN_TENSORS for t in tensors)
+    )
 
 
 def masked_block_attn_triton(dep, head, value, bias=None, mask=None, block_len=0,
@@ -310,7 +411,15 @@ def masked_block_attn_triton(dep, head, value, bias=None, mask=None, block_len=0
     """
     check_attn_args(dep, head, value, bias, mask, block_len, direction, scale)
     _check_device(dep)
-    compute_lse = needs_lse(dep, head, value, bias) and saves_lse(dep.shape[1], block_len)
+    differentiable = needs_lse(dep, head, value, bias)
+    compute_lse = differentiable and saves_lse(dep.shape[1], block_len)
+    if _untraced(dep, head, value, bias, mask):
+        with _profiled("blosa::masked_block_attn_triton_fwd"):
+            if not differentiable:
+                return _forward(dep, head, value, bias, mask, block_len, direction, scale, False,
+                                traced=False)[0]
+            return _EagerAttn.apply(dep, head, value, bias, mask, block_len, direction,
+                                    float(scale), compute_lse)
     return masked_block_attn_triton_fwd(dep, head, value, bias, mask, block_len, direction, float(scale),
                                         compute_lse)[0]
 

@@ -123,6 +123,22 @@ BLOSA_HD void pair_grad_accumulate(T p, T t, T v, T o, T g, T& a, T& s, T& r, T&
   d_value += p * g;
 }
 
+// One pair's terms in a backward that recomputed the query's softmax from all of its keys
+// (backward_small_recompute): o is then the output of these very weights, unrounded, so
+// sum_i p (v_i - o) = 0 but for float rounding and head_grad's correction r has nothing to
+// correct. With e the pair's unnormalized weight and gs = g / sum_i e the query's,
+//   a += e w (v - o),   d_dep += e w (v - o) gs,   d_value += e gs,
+// and d_head[j] = a gs: 7 operations a pair where pair_grad_accumulate, handed p = e / sum,
+// takes 10 (that kernel's time has followed its instruction count: bench/RESULTS.md).
+template <typename T>
+BLOSA_HD void recomputed_pair_grad_accumulate(T e, T t, T v, T o, T gs, T& a, T& d_dep,
+                                              T& d_value) {
+  const T ewdv = e * (T(1) - t * t) * (v - o);
+  a += ewdv;
+  d_dep += ewdv * gs;
+  d_value += e * gs;
+}
+
 // d_head[j] from the sums of head_grad_accumulate; 0 when the query has no key (a = s = r = 0).
 template <typename T> BLOSA_HD T head_grad(T g, T a, T s, T r) { return g * (a - r * s); }
 

@@ -326,6 +326,39 @@ def test_triton_stubbed_runs_where_the_interpreter_cannot():
     assert "backend triton-stubbed" in run.stdout and "forward+backward (autograd)" in run.stdout
 
 
+COUNT_EAGER_CALLS = """
+import runpy, sys
+sys.path.insert(0, {bench!r})
+import host_overhead  # noqa: F401  (puts python/ on the path)
+from blosa_kernels import op
+calls = []
+forward = op._EagerAttn.forward
+op._EagerAttn.forward = staticmethod(lambda *args: calls.append(1) or forward(*args))
+sys.argv = ["host_overhead.py", "--backend", "triton-stubbed", "--calls", "5", *{flags!r}]
+try:
+    runpy.run_path({script!r}, run_name="__main__")
+except SystemExit as done:
+    assert not done.code, done.code
+print("eager calls", len(calls))
+"""
+
+
+@pytest.mark.parametrize("flags", [[], ["--via-op"]])
+def test_host_overhead_times_the_eager_path_or_the_op(flags):
+    # Plain calls of the Triton op take its eager path (blosa_kernels/op.py); --via-op times the
+    # torch.library op instead, as torch.compile sees it. In a subprocess, as above.
+    bench = str(Path(__file__).resolve().parents[1] / "bench")
+    script = os.path.join(bench, "host_overhead.py")
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    run = subprocess.run([sys.executable, "-c", COUNT_EAGER_CALLS.format(bench=bench, flags=flags,
+                                                                          script=script)],
+                         capture_output=True, text=True, env=env, timeout=600)
+    assert run.returncode == 0, run.stderr[-3000:]
+    calls = int(run.stdout.split("eager calls")[-1])
+    assert ("via the op" in run.stdout) == bool(flags)
+    assert (calls == 0) == bool(flags), run.stdout  # the forward+backward's warm-up and timed calls
+
+
 def test_small_variants_compare_names_what_got_worse():
     head = "| kernel | a | b | c | d | e | f | g | h |\n|---|---|---|---|---|---|---|---|---|\n"
     before = head + "| k1 | 64 | 0 | 1000 | 66 | 30 | 25 | 1 | 15 |\n| k2 | 40 | 0 | 600 | 66 | 22 | 8 | 1 | - |\n"

@@ -171,6 +171,15 @@ __device__ constexpr bool pair_ok(int i, int j) {
                                      : true;
 }
 
+// Whether query j of a block of kSmallMax real tokens (the dense kernels') has a key under D:
+// a constant in their unrolled loops, where testing the query's sum costs instructions.
+template <Direction D>
+__device__ constexpr bool has_key_in_whole_block(int j) {
+  return D == Direction::kForward    ? j > 0
+         : D == Direction::kBackward ? j < kSmallMax - 1
+                                     : kSmallMax > 1;
+}
+
 // The query that step jj of the small kernels' loop over a block's queries computes: in order,
 // or last first under "backward" (keys after the query), so that every direction starts with
 // the queries that have the fewest keys. In order, "backward"'s SASS issued two rows 45-107
@@ -673,7 +682,9 @@ __device__ __forceinline__ void forward_small_block(const Args<T, A>& p, const S
             if (pair_ok<D>(i, j) && real[i]) sm.add(tanh_fast(xk[i] + xq[j]), v[i], scale(p));
           }
         }
-        const bool has_keys = sm.has_keys();
+        // Dense: known for each (unrolled) query, so the sum is not tested: 8-24 instructions
+        // fewer a thread, and float32's forward in direction "forward" 40 -> 32 registers.
+        const bool has_keys = kDense ? has_key_in_whole_block<D>(j) : sm.has_keys();
         out[j].x[f] = static_cast<T>(has_keys ? sm.out() : A(0));
         // The last feature completes the row's pack: stored at once, as at V = 1.
         if (f == V - 1) store_pack<V>(out_first, small_offset(p, j), out[j]);
@@ -692,7 +703,8 @@ __device__ __forceinline__ void forward_small_block(const Args<T, A>& p, const S
 // spilled 54-106 bytes when bounded (a build with the bound edited), so they are not. The
 // 16-bit dense kernel with its loads first (kLoadsFirst) took 40 registers in direction
 // "forward" unbounded, the plain one 32: bounded to 8 blocks (32), it has no spill; float32's
-// spilled 8 bytes bounded, so it keeps 40 (6 blocks).
+// spilled 8 bytes bounded, so it has no bound: 40 registers (6 blocks) in direction "backward",
+// 32 in "forward" since has_key_in_whole_block (bounded, "backward" still spills 8 bytes).
 template <typename T, Direction D, int V, bool kPersistent, bool kLoadsFirst>
 constexpr int kForwardSmallBlocksPerSM =
     V != 1 || !(D == Direction::kForward || D == Direction::kBackward) ? 0
@@ -792,11 +804,13 @@ __global__ void __launch_bounds__(kSmallThreads) backward_small(const Args<T, A>
 // keys: the pairs' t and unnormalized p are computed once, kept in registers, summed, and
 // reused by the gradient loop, so a pair still costs one tanh and one exp (and a query one
 // reciprocal), while the kernel reads grad_out, dep, head and value only: no out, no lse.
+// The gradients take each pair's unnormalized weight and the query's g / sum
+// (recomputed_pair_grad_accumulate): the recomputed output needs no correction for d_head.
 // kFixed picks the pivot as forward_small's does; V is its vector width too; kHeldScale is
 // SmallScale's choice, kHeldStride small_offset's kHeld. Like backward_small it writes the
 // block's d_head sums for d_bias.
 template <typename T, typename A, Direction D, bool kFixed, int V, bool kHeldScale,
-          bool kHeldStride>
+          bool kHeldStride, bool kDense>
 __device__ __forceinline__ void backward_small_recompute_block(
     const Args<T, A>& p, const SmallIndex& s, const SmallLoads<T, V, 4>& in,
     const bool (&real)[kSmallMax]) {
@@ -821,7 +835,7 @@ __device__ __forceinline__ void backward_small_recompute_block(
     for (int jj = 0; jj < kSmallMax; ++jj) {
       const int j = small_query<D>(jj);
       if (j < s.len) {
-        A ha = A(0), hs = A(0), hr = A(0);  // head_grad sums
+        A dh = A(0);
         if (real[j]) {
           A t[kSmallMax], e[kSmallMax];
           A m2 = kFixed ? scale(p) : -scale(p);  // the pivot (log2 domain): c, or the largest score
@@ -843,18 +857,21 @@ __device__ __forceinline__ void backward_small_recompute_block(
               softmax_accumulate(e[i], v[i], sum, acc);
             }
           }
-          // sum > 0 exactly when the query has a key (each e >= 2^-116, see FixedPivotLimit).
-          const A inv_sum = sum > A(0) ? A(1) / sum : A(0);
+          // sum > 0 exactly when the query has a key (each e >= 2^-116, see FixedPivotLimit);
+          // dense, that is known for each (unrolled) query, as in forward_small_block.
+          const bool has_keys = kDense ? has_key_in_whole_block<D>(j) : sum > A(0);
+          const A inv_sum = has_keys ? A(1) / sum : A(0);
           const A o = acc * inv_sum;
+          const A gs = g[j] * inv_sum;
+          A a = A(0);
 #pragma unroll
           for (int i = 0; i < kSmallMax; ++i) {
             if (pair_ok<D>(i, j) && real[i]) {
-              pair_grad_accumulate(e[i] * inv_sum, t[i], v[i], o, g[j], ha, hs, hr, dd[i],
-                                   dv[i]);
+              recomputed_pair_grad_accumulate(e[i], t[i], v[i], o, gs, a, dd[i], dv[i]);
             }
           }
+          dh = a * gs;
         }
-        const A dh = head_grad(g[j], ha, hs, hr);
         d_head[j].x[f] = static_cast<T>(dh);
         // The last feature completes the row's pack: stored at once, as at V = 1.
         if (f == V - 1) store_pack<V>(d_head_first, small_offset<kHeldStride>(p, j), d_head[j]);
@@ -883,8 +900,8 @@ __global__ void __launch_bounds__(kSmallThreads) backward_small_recompute(const 
   for_small_blocks<D, V, kPersistent, kDense, kLoadsFirst, kLoadsFirst>(
       p, {p.dep, p.value, p.head, p.grad_out},
       [&](const SmallIndex& s, const SmallLoads<T, V, 4>& in, const bool(&real)[kSmallMax]) {
-        backward_small_recompute_block<T, A, D, kFixed, V, V == 2 || kPersistent, kLoadsFirst>(
-            p, s, in, real);
+        backward_small_recompute_block<T, A, D, kFixed, V, V == 2 || kPersistent, kLoadsFirst,
+                                       kDense>(p, s, in, real);
       });
 }
 
