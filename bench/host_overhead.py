@@ -18,7 +18,8 @@ triton-stubbed: the Triton op on CPU tensors (taken as under TRITON_INTERPRET=1)
 kernel launches replaced by nothing, so the time is the op's own Python and autograd.
 --via-op: the Triton backends through blosa::masked_block_attn_triton_fwd (torch.library's
 dispatch and autograd, what torch.compile traces), not the eager path that plain calls take
-(blosa_kernels/op.py). --backend baseline: one ATen op on the same tensors (torch.addcmul(value, dep, head): one
+(blosa_kernels/op.py).
+--backend baseline: one ATen op on the same tensors (torch.addcmul(value, dep, head): one
 kernel forward, two backward) through the same autograd calls, the floor that the machine's
 autograd engine and launches set for any op. On a GPU machine auto (the CUDA C++ op), triton,
 triton-stand-in, triton-stubbed and baseline tell apart the op's Python, Triton's launcher and

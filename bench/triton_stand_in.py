@@ -32,8 +32,9 @@ PROPERTIES = {"max_shared_mem": 232448, "multiprocessor_count": 132, "max_num_re
               "warpSize": 32}
 
 
-# Kernels "launched" so far (by name), for tests that the launch path ran.
+# Kernels "launched" so far (by name), and their warps, for tests that the launch path ran.
 launched: list[str] = []
+warps: list[int] = []
 
 
 def launcher(src, metadata):
@@ -45,6 +46,7 @@ def launcher(src, metadata):
             if isinstance(arg, torch.Tensor):
                 arg.data_ptr()
         launched.append(metadata.name)
+        warps.append(metadata.num_warps)
     return launch
 
 

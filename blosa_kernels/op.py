@@ -20,7 +20,8 @@ transform, tensor subclass or torch function/dispatch mode: nothing that must se
 the same kernels through a torch.autograd.Function instead: torch.library's dispatch, its
 autograd wrapper and wrap_triton cost a call more host time than the kernels themselves at the
 paper's sizes (bench/host_overhead.py; bench/RESULTS.md). Under torch.profiler its ranges carry
-the ops' names; like the ops' backward, its backward has no derivative.
+the ops' names; like the ops' backward, its backward has no derivative; its launches reuse the
+autotuner's pick without Autotuner.run (_picked).
 """
 from __future__ import annotations
 
@@ -30,6 +31,7 @@ from contextlib import nullcontext
 import torch
 from torch.library import triton_op, wrap_triton
 from torch.utils._python_dispatch import is_in_torch_dispatch_mode
+from triton.runtime.autotuner import Autotuner
 
 from blosa._validate import check_attn_args
 from blosa.ops import needs_lse
@@ -47,7 +49,34 @@ def _launch(kind, L, grid, *args, **flags):
     kernel, meta = configs.kernel_and_meta(kind, L.d, L.R)
     if L.traced:
         kernel = wrap_triton(kernel)
+    elif isinstance(kernel, Autotuner):
+        kernel, meta = _picked(kernel, L, grid, args, flags)
+        if kernel is None:  # launched by the autotuner, which picked for this key
+            return
     kernel[grid](*args, **flags, **meta)
+
+
+# The autotuner's pick for each of its kernels and keys, once it has made it. Autotuner.run
+# builds its key from every argument on each launch (a list search per argument: about 12 µs a
+# launch on the project's CI machine); the eager path looks the pick up here instead and
+# launches the autotuned kernel itself with it, as Autotuner.run does.
+_PICKS: dict = {}
+
+
+def _picked(tuned, L, grid, args, flags):
+    """(kernel, launch keyword arguments) for a launch of the autotuned `tuned`, or (None, None)
+    once `tuned` has launched it itself (the first launch of a key: it picks, then launches). The
+    key holds what the autotuner's does: its key arguments are among L's sizes and the flags,
+    and the dtypes of the tensor arguments follow from the inputs' and the flags (which
+    tensors stand in for lse or the mask). A pick is only tile shapes, so a key too coarse could
+    cost speed, never results."""
+    key = (tuned, L.dtype, L.d, L.R, L.buckets, tuple(flags.items()))
+    config = _PICKS.get(key)
+    if config is None:
+        tuned[grid](*args, **flags)
+        _PICKS[key] = tuned.best_config
+        return None, None
+    return tuned.fn, config.all_kwargs()
 
 
 def _check_device(t: torch.Tensor) -> None:
@@ -75,7 +104,7 @@ class _Launch:
         # or directly (the eager path, and the interpreter).
         self.traced = traced and not configs.INTERPRET
         B, n, d = dep.shape
-        self.B, self.n, self.d = B, n, d
+        self.B, self.n, self.d, self.dtype = B, n, d, dep.dtype
         self.r, self.R = _block_lengths(n, block_len)
         self.nblk = _cdiv(n, self.r) if n else 0
         self.small = self.R <= configs.SMALL_BLOCK_MAX

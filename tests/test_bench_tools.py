@@ -305,6 +305,37 @@ def test_triton_stand_in_runs_the_launch_path():
     assert "forward+backward (autograd)" in timing.stdout and "us per call" in timing.stdout
 
 
+STAND_IN_TWICE = """
+import sys
+sys.path.insert(0, {bench!r})
+import triton_stand_in
+triton_stand_in.install()
+import torch, blosa
+from triton.runtime.autotuner import Autotuner
+runs = []
+run = Autotuner.run
+Autotuner.run = lambda self, *args, **kwargs: runs.append(1) or run(self, *args, **kwargs)
+leaves = [torch.randn(2, 16, 3, requires_grad=True) for _ in range(3)]
+for _ in range(2):
+    out = blosa.masked_block_attn(*leaves, None, None, 8, "forward", 5.0, backend="triton")
+    torch.autograd.grad(out, leaves, torch.ones_like(out))
+    print(len(runs), ",".join(triton_stand_in.launched), ",".join(map(str, triton_stand_in.warps)))
+"""
+
+
+def test_eager_triton_launches_reuse_the_autotuners_pick():
+    # The eager path asks the autotuner once per key, then launches its kernel with the pick
+    # itself (blosa_kernels/op.py, _picked): the second call runs no Autotuner.run and launches
+    # the same kernels with the warps the autotuner chose (the stand-in ranks fewest first: 2).
+    bench = str(Path(__file__).resolve().parents[1] / "bench")
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    run = subprocess.run([sys.executable, "-c", STAND_IN_TWICE.format(bench=bench)],
+                         capture_output=True, text=True, env=env, timeout=600)
+    assert run.returncode == 0, run.stderr[-3000:]
+    kernels = "fwd_pairs_kernel,bwd_pairs_kernel"
+    assert run.stdout.split("\n")[:2] == [f"2 {kernels} 2,2", f"2 {kernels},{kernels} 2,2,2,2"], run.stdout
+
+
 STUBBED_WITH_OLD_TRITON = """
 import runpy, sys
 import numpy, triton
