@@ -39,7 +39,7 @@ warps: list[int] = []
 
 def launcher(src, metadata):
     """The C launcher's stand-in: takes the same arguments, reads each tensor's pointer, and
-    notes the kernel's name."""
+    notes the kernel's name and warps."""
     def launch(grid_x, grid_y, grid_z, stream, function, packed_metadata, launch_metadata,
                enter_hook, exit_hook, *args):
         for arg in args:

@@ -15,7 +15,8 @@ import torch
 from attn_cases import DIRECTIONS
 from blosa.reference import allowed_pairs, resolve_block_len
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+BENCH = str(Path(__file__).resolve().parents[1] / "bench")
+sys.path.insert(0, BENCH)
 
 import bias_reduce  # noqa: E402
 import gpu_rates  # noqa: E402
@@ -275,16 +276,27 @@ def test_host_profile_times_a_function_apart(monkeypatch):
     assert Launcher.launch is original
 
 
-STAND_IN_CALL = """
+def run_apart(*args: str) -> str:
+    """stdout of `python *args` in a process of its own, without TRITON_INTERPRET (these replace
+    triton's driver, or import triton as the GPU machines do); fails on a non-zero exit."""
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    run = subprocess.run([sys.executable, *args], capture_output=True, text=True, env=env,
+                         timeout=600)
+    assert run.returncode == 0, run.stderr[-3000:]
+    return run.stdout
+
+
+# A forward+backward of the Triton op at r = 8 with bench/triton_stand_in.py as triton's driver.
+STAND_IN = f"""
 import sys
-sys.path.insert(0, {bench!r})
+sys.path.insert(0, {BENCH!r})
 import triton_stand_in
 triton_stand_in.install()
 import torch, blosa
 leaves = [torch.randn(2, 16, 3, requires_grad=True) for _ in range(3)]
-out = blosa.masked_block_attn(*leaves, None, None, 8, "forward", 5.0, backend="triton")
-torch.autograd.grad(out, leaves, torch.ones_like(out))
-print(",".join(triton_stand_in.launched))
+def step():
+    out = blosa.masked_block_attn(*leaves, None, None, 8, "forward", 5.0, backend="triton")
+    torch.autograd.grad(out, leaves, torch.ones_like(out))
 """
 
 
@@ -292,33 +304,20 @@ def test_triton_stand_in_runs_the_launch_path():
     # bench/triton_stand_in.py lets a machine with no GPU time Triton's launch path: the kernels
     # compile for sm_90 and go through the autotuner and the JIT's launch, down to the C
     # launcher's stand-in, which notes them. In a subprocess: it replaces triton's driver.
-    bench = str(Path(__file__).resolve().parents[1] / "bench")
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    run = subprocess.run([sys.executable, "-c", STAND_IN_CALL.format(bench=bench)],
-                         capture_output=True, text=True, env=env, timeout=600)
-    assert run.returncode == 0, run.stderr[-3000:]
-    assert run.stdout.split() == ["fwd_pairs_kernel,bwd_pairs_kernel"], run.stdout
-    timing = subprocess.run([sys.executable, os.path.join(bench, "host_overhead.py"),
-                             "--backend", "triton-stand-in", "--calls", "5"],
-                            capture_output=True, text=True, env=env, timeout=600)
-    assert timing.returncode == 0, timing.stderr[-3000:]
-    assert "forward+backward (autograd)" in timing.stdout and "us per call" in timing.stdout
+    out = run_apart("-c", STAND_IN + 'step()\nprint(",".join(triton_stand_in.launched))')
+    assert out.split() == ["fwd_pairs_kernel,bwd_pairs_kernel"], out
+    timing = run_apart(os.path.join(BENCH, "host_overhead.py"), "--backend", "triton-stand-in",
+                       "--calls", "5")
+    assert "forward+backward (autograd)" in timing and "us per call" in timing
 
 
-STAND_IN_TWICE = """
-import sys
-sys.path.insert(0, {bench!r})
-import triton_stand_in
-triton_stand_in.install()
-import torch, blosa
+STAND_IN_TWICE = STAND_IN + """
 from triton.runtime.autotuner import Autotuner
 runs = []
 run = Autotuner.run
 Autotuner.run = lambda self, *args, **kwargs: runs.append(1) or run(self, *args, **kwargs)
-leaves = [torch.randn(2, 16, 3, requires_grad=True) for _ in range(3)]
 for _ in range(2):
-    out = blosa.masked_block_attn(*leaves, None, None, 8, "forward", 5.0, backend="triton")
-    torch.autograd.grad(out, leaves, torch.ones_like(out))
+    step()
     print(len(runs), ",".join(triton_stand_in.launched), ",".join(map(str, triton_stand_in.warps)))
 """
 
@@ -327,50 +326,42 @@ def test_eager_triton_launches_reuse_the_autotuners_pick():
     # The eager path asks the autotuner once per key, then launches its kernel with the pick
     # itself (blosa_kernels/op.py, _picked): the second call runs no Autotuner.run and launches
     # the same kernels with the warps the autotuner chose (the stand-in ranks fewest first: 2).
-    bench = str(Path(__file__).resolve().parents[1] / "bench")
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    run = subprocess.run([sys.executable, "-c", STAND_IN_TWICE.format(bench=bench)],
-                         capture_output=True, text=True, env=env, timeout=600)
-    assert run.returncode == 0, run.stderr[-3000:]
+    out = run_apart("-c", STAND_IN_TWICE)
     kernels = "fwd_pairs_kernel,bwd_pairs_kernel"
-    assert run.stdout.split("\n")[:2] == [f"2 {kernels} 2,2", f"2 {kernels},{kernels} 2,2,2,2"], run.stdout
+    assert out.split("\n")[:2] == [f"2 {kernels} 2,2", f"2 {kernels},{kernels} 2,2,2,2"], out
 
 
-STUBBED_WITH_OLD_TRITON = """
+# host_overhead.py with the stubbed Triton op, run as a script after `before` (statements);
+# what follows it runs too.
+HOST_OVERHEAD = """
 import runpy, sys
-import numpy, triton
-numpy.__version__, triton.__version__ = "2.5.2", "3.6.0"  # the GPU machines' pair
-sys.argv = ["host_overhead.py", "--backend", "triton-stubbed", "--calls", "5"]
-runpy.run_path({script!r}, run_name="__main__")
+{before}
+sys.argv = ["host_overhead.py", "--backend", "triton-stubbed", "--calls", "5", *{flags!r}]
+try:
+    runpy.run_path({script!r}, run_name="__main__")
+except SystemExit as done:
+    assert not done.code, done.code
 """
+SCRIPT = os.path.join(BENCH, "host_overhead.py")
 
 
 def test_triton_stubbed_runs_where_the_interpreter_cannot():
     # The stubbed op runs no kernel, so it must not ask for TRITON_INTERPRET, which blosa_kernels
     # refuses with triton < 3.7 and numpy >= 2.4 (the H200 machine's pair: it failed there on
     # 2026-11-27). In a subprocess: it imports triton under those versions.
-    script = str(Path(__file__).resolve().parents[1] / "bench" / "host_overhead.py")
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    run = subprocess.run([sys.executable, "-c", STUBBED_WITH_OLD_TRITON.format(script=script)],
-                         capture_output=True, text=True, env=env, timeout=600)
-    assert run.returncode == 0, run.stderr[-3000:]
-    assert "backend triton-stubbed" in run.stdout and "forward+backward (autograd)" in run.stdout
+    old_triton = ('import numpy, triton\n'
+                  'numpy.__version__, triton.__version__ = "2.5.2", "3.6.0"  # the GPU machines\' pair')
+    out = run_apart("-c", HOST_OVERHEAD.format(before=old_triton, flags=[], script=SCRIPT))
+    assert "backend triton-stubbed" in out and "forward+backward (autograd)" in out
 
 
-COUNT_EAGER_CALLS = """
-import runpy, sys
-sys.path.insert(0, {bench!r})
+COUNT_EAGER_CALLS = f"""
+sys.path.insert(0, {BENCH!r})
 import host_overhead  # noqa: F401  (puts python/ on the path)
 from blosa_kernels import op
 calls = []
 forward = op._EagerAttn.forward
 op._EagerAttn.forward = staticmethod(lambda *args: calls.append(1) or forward(*args))
-sys.argv = ["host_overhead.py", "--backend", "triton-stubbed", "--calls", "5", *{flags!r}]
-try:
-    runpy.run_path({script!r}, run_name="__main__")
-except SystemExit as done:
-    assert not done.code, done.code
-print("eager calls", len(calls))
 """
 
 
@@ -378,16 +369,11 @@ print("eager calls", len(calls))
 def test_host_overhead_times_the_eager_path_or_the_op(flags):
     # Plain calls of the Triton op take its eager path (blosa_kernels/op.py); --via-op times the
     # torch.library op instead, as torch.compile sees it. In a subprocess, as above.
-    bench = str(Path(__file__).resolve().parents[1] / "bench")
-    script = os.path.join(bench, "host_overhead.py")
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    run = subprocess.run([sys.executable, "-c", COUNT_EAGER_CALLS.format(bench=bench, flags=flags,
-                                                                          script=script)],
-                         capture_output=True, text=True, env=env, timeout=600)
-    assert run.returncode == 0, run.stderr[-3000:]
-    calls = int(run.stdout.split("eager calls")[-1])
-    assert ("via the op" in run.stdout) == bool(flags)
-    assert (calls == 0) == bool(flags), run.stdout  # the forward+backward's warm-up and timed calls
+    script = HOST_OVERHEAD.format(before=COUNT_EAGER_CALLS, flags=flags, script=SCRIPT)
+    out = run_apart("-c", script + 'print("eager calls", len(calls))')
+    calls = int(out.split("eager calls")[-1])
+    assert ("via the op" in out) == bool(flags)
+    assert (calls == 0) == bool(flags), out  # the forward+backward's warm-up and timed calls
 
 
 def test_small_variants_compare_names_what_got_worse():
