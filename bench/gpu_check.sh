@@ -101,10 +101,13 @@ done
 # kernels dense and general, d_bias's column sums, the one-block kernels, the one-block forward
 # with padding, the fused backward, the staged forward, the r = 8 dense ones with their loads
 # in the plain order; Triton: bench/ncu_kernels.py --backend triton), where ncu can read the
-# counters (not on every machine; a failure here does not fail the check).
+# counters (not on every machine; a failure here does not fail the check). MemoryWorkloadAnalysis:
+# L1 and L2 hit rates and how busy each memory unit is, for the r = 8 kernels, whose L2 was
+# 72-86% busy for 44-53% of DRAM's bandwidth on 2026-11-28 (a warp's 16-bit load or store of a
+# row, 64 bytes at a 600-byte row pitch, touches 2.8 sectors on average; bench/RESULTS.md).
 NCU=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | tail -1)
 SECTIONS=(--section SpeedOfLight --section ComputeWorkloadAnalysis --section WarpStateStats
-          --section Occupancy)
+          --section Occupancy --section MemoryWorkloadAnalysis)
 if [ -n "$NCU" ]; then
   step "ncu ($NCU)"
   timed ncu ${NCU_TIMEOUT:-60} "$NCU" --clock-control none --kernel-name regex:'_small|_tiled|_sums|_staged' \

@@ -17,7 +17,8 @@ time of the kernels one call launches, from torch.profiler: the GPU's own work, 
 use). "Elements" are the allowed (query, key, feature) triples, B·(n/r)·r(r−1)/2·d for
 r-blocks; the rate is set beside the nominal SFU bound of the card (one tanh and one exp per
 element forward: SMs × 16 MUFU/clock × 1.98 GHz / 2 ≈ 2.1e12/s on an H100 SXM; bench/sfu_peak.py
-measures what the card really gives). Writes a JSON list of records and prints a markdown
+measures what the card really gives) and beside its memory bound (min_bytes at the nominal
+DRAM bandwidth: the binding one at r = 8). Writes a JSON list of records and prints a markdown
 table. About a minute.
 """
 from __future__ import annotations
@@ -63,6 +64,35 @@ def elements(B: int, n: int, d: int, block_len: int, direction: str = "forward")
 def sfu_bound() -> float:
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     return sms * 16 * CLOCK_HZ / 2
+
+
+def min_bytes(B: int, n: int, d: int, itemsize: int, mode: str) -> int:
+    """Bytes a call of `mode` moves at the least, without a mask: each tensor its ops read,
+    read once, and each one they write, written once. Forward: dep, head, value and bias in,
+    out (and lse, float32 but for float64 inputs, in the "+lse" modes) out. Backward: grad_out, dep, head, value and
+    bias in (the recomputing backward, no lse saved, recomputes out), and with lse the saved out
+    and lse too; d_dep, d_head, d_value and d_bias out."""
+    x = B * n * d * itemsize
+    lse = B * n * d * max(itemsize, 4)  # the accumulation dtype: float32, float64 for float64
+    bias = d * itemsize
+    fwd = 3 * x + bias + x
+    bwd = 4 * x + bias + 3 * x + bias
+    return {"fwd": fwd, "fwd+lse": fwd + lse, "fwd+bwd": fwd + bwd,
+            "fwd+bwd+lse": fwd + lse + bwd + x + lse}[mode]
+
+
+def dram_bandwidth() -> float:
+    """Nominal DRAM bandwidth of device 0 in bytes/s: two transfers a memory clock over the
+    whole bus (H100 SXM: 2 × 2.62 GHz × 5120 bits / 8 ≈ 3.35e12; H200: 2 × 3.2 GHz × 6144 / 8 ≈
+    4.9e12)."""
+    props = torch.cuda.get_device_properties(0)
+    return 2 * props.memory_clock_rate * 1e3 * props.memory_bus_width / 8
+
+
+def memory_bound(elements_: int, bytes_: int, bandwidth: float) -> float:
+    """Elements/s a call could reach if moving its bytes at the full bandwidth were all it
+    cost: at r = 8 the bytes take as long as the tanh and exp (bfloat16) or longer (float32)."""
+    return elements_ / (bytes_ / bandwidth)
 
 
 @contextlib.contextmanager
@@ -332,7 +362,7 @@ def triton_picks() -> list[str]:
     return picks
 
 
-def run_job(job, bound: float, skipped: dict) -> dict | None:
+def run_job(job, bound: float, skipped: dict, bandwidth: float) -> dict | None:
     """The record of one job of jobs(), printed as it is measured; None where its backend
     cannot run, with the reason in skipped[label]."""
     label, backend, settings, dname, (cname, B, n, d, r, _), mode = job
@@ -353,16 +383,20 @@ def run_job(job, bound: float, skipped: dict) -> dict | None:
     el = elements(B, n, d, r)
     kernel_ms = sum(kernels.values()) or ms  # the call time if unprofiled
     rate = el / (kernel_ms * 1e-3)
+    moved = min_bytes(B, n, d, DTYPES[dname].itemsize, mode)
+    by_memory = memory_bound(el, moved, bandwidth)
     # forward costs 2 SFU ops per element; forward+backward is compared with the same forward
     # bound (its SFU work is 2-3x larger).
     rec = dict(backend=label, variant=settings, dtype=dname, config=cname, B=B, n=n, d=d,
                block_len=r, mode=mode, ms=round(ms, 4), kernel_ms=round(kernel_ms, 4),
                kernels={k: round(v, 4) for k, v in kernels.items()}, elements=el, rate=rate,
                call_rate=el / (ms * 1e-3), bound=bound, fraction_of_bound=rate / bound,
+               min_bytes=moved, memory_bound=by_memory, fraction_of_memory_bound=rate / by_memory,
                peak_mib=round(peak / 2**20, 1),
                bnd_mib=round(B * n * d * DTYPES[dname].itemsize / 2**20, 1))
     print(f"  {label:12s} {dname:8s} {cname:12s} {mode:11s} call {ms:8.3f} ms, kernels "
-          f"{kernel_ms:8.3f} ms: {rate:.3g} el/s ({rate / bound:.0%} of bound) "
+          f"{kernel_ms:8.3f} ms: {rate:.3g} el/s ({rate / bound:.0%} of bound, "
+          f"{rate / by_memory:.0%} of memory's) "
           f"peak +{rec['peak_mib']} MiB")
     for kernel, k_ms in sorted(kernels.items(), key=lambda kv: -kv[1])[:4]:
         print(f"      {k_ms:8.3f} ms  {kernel[:100]}")
@@ -386,7 +420,9 @@ def main(argv=None):
         return 1
     name = torch.cuda.get_device_name(0)
     bound = sfu_bound()
-    print(f"device: {name}; torch {torch.__version__}; SFU bound (forward) {bound:.3g} elements/s")
+    bandwidth = dram_bandwidth()
+    print(f"device: {name}; torch {torch.__version__}; SFU bound (forward) {bound:.3g} elements/s; "
+          f"DRAM {bandwidth:.3g} B/s")
     records, skipped = [], {}
     t_start = time.perf_counter()
     cuda_variants = [v for v in args.cuda_variants.split(",") if v]
@@ -399,20 +435,22 @@ def main(argv=None):
             label, backend = job[:2]
             if backend in skipped or label in skipped:  # a backend, or one variant of it, failed
                 continue
-            rec = run_job(job, bound, skipped)
+            rec = run_job(job, bound, skipped, bandwidth)
             if rec is not None:
                 records.append(rec)
     except KeyboardInterrupt:
         skipped["interrupted"] = f"after {len(records)} of {len(all_jobs)} jobs"
         print(f"interrupted after {len(records)} of {len(all_jobs)} jobs")
     print()
-    print(f"{name}, bound {bound:.2g} score elements/s (forward)\n")
+    print(f"{name}, bound {bound:.2g} score elements/s (forward); memory bound: the rate if "
+          f"a call's least bytes (min_bytes) moved at {bandwidth:.3g} B/s were all it cost\n")
     print("| backend | dtype | config | mode | call ms | kernels ms | elements/s (kernels) | of bound "
-          "| peak extra MiB (B·n·d MiB) |")
-    print("|---|---|---|---|---|---|---|---|---|")
+          "| memory bound | of memory bound | peak extra MiB (B·n·d MiB) |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     for r in records:
         print(f"| {r['backend']} | {r['dtype']} | {r['config']} | {r['mode']} | {r['ms']:.3f} | "
               f"{r['kernel_ms']:.3f} | {r['rate']:.3g} | {r['fraction_of_bound']:.0%} | "
+              f"{r['memory_bound']:.3g} | {r['fraction_of_memory_bound']:.0%} | "
               f"{r['peak_mib']} ({r['bnd_mib']}) |")
     variants = variant_table(records)
     if variants:
@@ -424,7 +462,8 @@ def main(argv=None):
         print("\nTriton autotune picks (kernel, autotune key: shape):\n")
         print("\n".join(picks))
     with open(args.out, "w") as f:
-        json.dump(dict(device=name, torch=torch.__version__, bound=bound, skipped=skipped,
+        json.dump(dict(device=name, torch=torch.__version__, bound=bound, bandwidth=bandwidth,
+                       skipped=skipped,
                        seconds=round(time.perf_counter() - t_start, 1), records=records,
                        triton_picks=picks), f, indent=1)
     print(f"\nwrote {args.out} ({time.perf_counter() - t_start:.0f} s)")

@@ -39,6 +39,32 @@ def test_element_count_matches_the_reference(direction, n, block_len):
     assert gpu_rates.elements(B, n, d, block_len, direction) == counted_by_reference(B, n, d, block_len, direction)
 
 
+def tensor_bytes(*tensors):
+    return sum(t.numel() * t.element_size() for t in tensors if t is not None)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])  # the CPU op's dtypes
+def test_least_bytes_are_those_of_the_ops_tensors(dtype):
+    # min_bytes against the tensors the CPU op takes and returns in each mode: the forward
+    # op's inputs and outputs, then the backward op's (the recomputing backward, handed an empty
+    # lse, recomputes out instead of reading it).
+    B, n, d = 2, 24, 5
+    gen = torch.Generator().manual_seed(int(time.time() * 1e6) % 2**31)
+    dep, head, value, grad_out = (torch.randn(B, n, d, generator=gen, dtype=dtype) for _ in range(4))
+    bias = torch.randn(d, generator=gen, dtype=dtype)
+    inputs = (dep, head, value, bias)
+    for mode in ("fwd", "fwd+lse", "fwd+bwd", "fwd+bwd+lse"):
+        with_lse = mode.endswith("+lse")
+        out, lse = torch.ops.blosa.masked_block_attn_fwd(*inputs, None, 8, "forward", 5.0, with_lse)
+        moved = tensor_bytes(*inputs, out, lse)
+        if mode.startswith("fwd+bwd"):
+            grads = torch.ops.blosa.masked_block_attn_bwd(grad_out, *inputs, None, out, lse, 8,
+                                                          "forward", 5.0)
+            moved += tensor_bytes(grad_out, *inputs, *grads) + (tensor_bytes(out, lse) if with_lse else 0)
+        assert lse.numel() == (B * n * d if with_lse else 0)
+        assert gpu_rates.min_bytes(B, n, d, dtype.itemsize, mode) == moved, mode
+
+
 def test_variant_sweep_runs_each_cuda_variant_on_the_config_it_changes():
     jobs = list(gpu_rates.jobs(["cuda", "triton"], ["tile4", "tile8+fused", "vec2",
                                                      "persistent+vec2", "general"]))
@@ -218,6 +244,7 @@ def test_rates_keep_what_was_measured_when_interrupted(monkeypatch, tmp_path, ca
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "get_device_name", lambda i=0: "fake GPU")
     monkeypatch.setattr(gpu_rates, "sfu_bound", lambda: 2e12)
+    monkeypatch.setattr(gpu_rates, "dram_bandwidth", lambda: 4e12)
     monkeypatch.setattr(gpu_rates, "measure", measure)
     out = tmp_path / "rates.json"
     try:
@@ -231,6 +258,10 @@ def test_rates_keep_what_was_measured_when_interrupted(monkeypatch, tmp_path, ca
     assert saved["skipped"] == {"interrupted": f"after 3 of {total} jobs"}
     table = capsys.readouterr().out.split("| backend | dtype |")[1]
     assert table.count("| cuda | float32 |") == 3
+    for rec in saved["records"]:  # 1 ms of kernels: the rate against 4e12 B/s moving min_bytes
+        seconds = rec["min_bytes"] / 4e12
+        assert rec["memory_bound"] == pytest.approx(rec["elements"] / seconds)
+        assert rec["fraction_of_memory_bound"] == pytest.approx(seconds / 1e-3)
 
 
 def test_host_profile_names_where_the_time_goes(monkeypatch):
