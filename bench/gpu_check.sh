@@ -67,14 +67,14 @@ export PYTHONPATH="$PWD/python:$PWD${PYTHONPATH:+:$PYTHONPATH}"
 echo "built in $((SECONDS - start)) s"
 
 step "kernel rates"
-# One variant against the default: CUDA's dense kernels with their loads in the plain order
-# (loads-later; the default issues them first, 1.06-1.16x on 2026-11-28). The others (CUDA
-# general, stream, split, stream+split, tile4, vec2, persistent, persistent+vec2; Triton split,
-# per-block, general, fast32) gave the same verdict on two or three H200 runs
+# One variant against the default, not yet measured: CUDA's dense 16-bit forward taking 1 / sum
+# from Newton steps on the FMA pipe (rcp-fma; BLOSA_CUDA_SMALL_RCP). The others (CUDA general,
+# loads-later, stream, split, stream+split, tile4, vec2, persistent, persistent+vec2; Triton
+# split, per-block, general, fast32) gave the same verdict on two or three H200 runs
 # (bench/RESULTS.md) and take `--cuda-variants` / `--triton-variants` by hand: their time goes
-# to the tests, whose CUDA suite ran out of it on 2026-11-28 at its last test.
+# to the tests.
 timed rates ${RATES_TIMEOUT:-150} $PY bench/gpu_rates.py --out "$LOG/rates.json" \
-  --cuda-variants loads-later > "$LOG/rates.md" 2>&1
+  --cuda-variants rcp-fma > "$LOG/rates.md" 2>&1
 rates_status=$?
 
 step "host overhead"

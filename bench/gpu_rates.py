@@ -205,7 +205,7 @@ def measure(backend, dtype, B, n, d, block_len, mode, profile_host=False):
 # Read by the CUDA launcher at every call (csrc/cuda/masked_block_attn_cuda.cu).
 TUNING_VARIABLES = ("BLOSA_CUDA_TILE", "BLOSA_CUDA_BACKWARD", "BLOSA_CUDA_FORWARD",
                     "BLOSA_CUDA_SMALL_VEC", "BLOSA_CUDA_SMALL_PERSISTENT",
-                    "BLOSA_CUDA_SMALL_DENSE", "BLOSA_CUDA_SMALL_LOADS_FIRST")
+                    "BLOSA_CUDA_SMALL_DENSE", "BLOSA_CUDA_SMALL_LOADS_FIRST", "BLOSA_CUDA_SMALL_RCP")
 
 
 def variant_env(variant: str) -> dict[str, str]:
@@ -214,7 +214,9 @@ def variant_env(variant: str) -> dict[str, str]:
     (BLOSA_CUDA_SMALL_VEC=N), "persistent" (BLOSA_CUDA_SMALL_PERSISTENT=1), "general"
     (BLOSA_CUDA_SMALL_DENSE=0: no dense small-block kernels), "loads-first" / "loads-later"
     (BLOSA_CUDA_SMALL_LOADS_FIRST=1, the default / 0: whether the dense kernels issue every
-    load before their math), e.g. "stream+split"."""
+    load before their math), "rcp-fma" / "rcp-mufu" (BLOSA_CUDA_SMALL_RCP=fma / mufu, the
+    default: whether the dense 16-bit forward with its loads first takes 1 / sum from Newton
+    steps on the FMA pipe or from the special-function unit), e.g. "stream+split"."""
     env = {}
     for part in variant.split("+"):
         if part.startswith("tile") and part[4:].isdigit():
@@ -231,19 +233,22 @@ def variant_env(variant: str) -> dict[str, str]:
             env["BLOSA_CUDA_SMALL_DENSE"] = "0"
         elif part in ("loads-first", "loads-later"):
             env["BLOSA_CUDA_SMALL_LOADS_FIRST"] = "1" if part == "loads-first" else "0"
+        elif part in ("rcp-fma", "rcp-mufu"):
+            env["BLOSA_CUDA_SMALL_RCP"] = part.removeprefix("rcp-")
         else:
             raise ValueError(f"unknown CUDA variant part {part!r} in {variant!r} (tileN, split, "
                              "fused, stream, staged, vecN, persistent, general, loads-first, "
-                             "loads-later)")
+                             "loads-later, rcp-fma, rcp-mufu)")
     return env
 
 
 def variant_config(variant: str):
     """The config a kernel variant changes the kernels of: r = 8 for "vecN", "persistent",
-    "general" (CUDA's and Triton's), "loads-first", "loads-later" and "per-block" (the
-    small-block kernels), else one block (the tiled and row-tile kernels)."""
+    "general" (CUDA's and Triton's), "loads-first", "loads-later", "rcp-fma", "rcp-mufu" and
+    "per-block" (the small-block kernels), else one block (the tiled and row-tile kernels)."""
     small = any(part.startswith("vec") or part in ("persistent", "general", "loads-first",
-                                                    "loads-later", "per-block")
+                                                    "loads-later", "rcp-fma", "rcp-mufu",
+                                                    "per-block")
                 for part in variant.split("+"))
     return next(c for c in CONFIGS if c[0] == ("r=8" if small else "one block"))
 

@@ -6,8 +6,9 @@
 No GPU needed. It writes one .cu file that instantiates each template variant of
 forward_small, backward_small_recompute and backward_small that csrc/cuda/dispatch.h's
 with_small_variant can launch (types × directions × vector width × pivot × persistent × dense ×
-loads first: 232 kernels), compiles it alone with nvcc for sm_90 with setup.py's device flags
-(far faster than `make build`, which compiles every kernel of the extension), and prints
+loads first, and the 16-bit dense forwards with reciprocal_newton: 240 kernels), compiles it
+alone with nvcc for sm_90 with setup.py's device flags (far faster than `make build`, which
+compiles every kernel of the extension), and prints
 bench/sass_loads.py's --whole table of them (registers, stack, instructions, loads, early
 reads). With --compare it prints instead, for each kernel, what moved against a table saved
 before a change (--out), and a last line with how many kernels got more registers, stack,
@@ -37,6 +38,8 @@ NVCC_FLAGS = ["-O3", "-std=c++20", "--use_fast_math", "--expt-relaxed-constexpr"
 TYPES = (("c10::BFloat16", "float"), ("c10::Half", "float"), ("float", "float"),
          ("double", "double"))
 DIRECTIONS = ("kForward", "kBackward", "kDiag", "kAll")
+# kReciprocalSteps (csrc/cuda/attn_kernels.cuh) of the types whose forward can take them.
+RECIPROCAL_STEPS = {"c10::BFloat16": 2, "c10::Half": 3}
 
 
 def variants(accumulate: str, double: bool):
@@ -69,6 +72,12 @@ def source(types=TYPES, directions=DIRECTIONS) -> str:
                 flags = ", ".join(map(str, variant))
                 for kernel in ("forward_small", "backward_small_recompute"):
                     lines.append(f"template __global__ void {kernel}<{head}, {flags}>({args});")
+                if variant[3:] == ("true", "true") and scalar in RECIPROCAL_STEPS:
+                    # the dense forward with its loads first dividing by reciprocal_newton
+                    # (KernelOptions::small_fma_reciprocal): 16-bit inputs
+                    steps = RECIPROCAL_STEPS[scalar]
+                    lines.append(f"template __global__ void forward_small<{head}, {flags}, "
+                                 f"{steps}>({args});")
             lines.append(f"template __global__ void backward_small<{head}>({args});")
     return "\n".join(lines + ["}"]) + "\n"
 

@@ -15,6 +15,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 
 #if defined(__CUDACC__)
 #define BLOSA_HD __host__ __device__ __forceinline__
@@ -183,6 +184,26 @@ BLOSA_HD float exp2_fast(float x) {
 #endif
 }
 BLOSA_HD double exp2_fast(double x) { return std::exp2(x); }
+
+// 1 / x without the special-function unit, for the kernels whose time that unit bounds (the
+// r = 8 forward: 28 tanh, 28 exp2 and 7 reciprocals a thread, bench/RESULTS.md): an estimate
+// from x's bits (the exponent negated and the mantissa roughly inverted: relative error at most
+// 0.101), then kSteps Newton steps r += r (1 - x r), each squaring the error: at most 1.1e-4
+// after 2 (far inside bfloat16's rounding), float's own rounding after 3. Two FMAs a step.
+// For x a positive normal float; a NaN x gives NaN.
+template <int kSteps> BLOSA_HD float reciprocal_newton(float x) {
+  static_assert(kSteps >= 1 && kSteps <= 3);
+  uint32_t bits;
+  memcpy(&bits, &x, sizeof bits);
+  bits = 0x7EF311C3u - bits;
+  float r;
+  memcpy(&r, &bits, sizeof r);
+  for (int step = 0; step < kSteps; ++step) {
+    const float e = std::fma(-x, r, 1.0f);
+    r = std::fma(r, e, r);
+  }
+  return r;
+}
 
 // p = exp(c * t - pivot) given scale_log2 = c * log2(e) and pivot_log2 = pivot * log2(e).
 template <typename T> BLOSA_HD T shifted_exp2(T t, T scale_log2, T pivot_log2) {

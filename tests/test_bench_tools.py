@@ -134,6 +134,10 @@ def test_variants_combine():
     assert gpu_rates.variant_env("loads-later") == {"BLOSA_CUDA_SMALL_LOADS_FIRST": "0"}
     assert gpu_rates.variant_config("loads-first")[0] == "r=8"
     assert gpu_rates.variant_config("loads-later")[0] == "r=8"
+    assert gpu_rates.variant_env("rcp-fma") == {"BLOSA_CUDA_SMALL_RCP": "fma"}
+    assert gpu_rates.variant_env("loads-later+rcp-mufu") == {
+        "BLOSA_CUDA_SMALL_LOADS_FIRST": "0", "BLOSA_CUDA_SMALL_RCP": "mufu"}
+    assert gpu_rates.variant_config("rcp-fma")[0] == "r=8"
 
 
 @pytest.mark.parametrize("variant, part", [("tile", "'tile'"), ("fused+tilex", "'tilex'"),
@@ -445,9 +449,14 @@ def test_small_variants_instantiate_what_the_dispatcher_can_pick():
     # with_small_variant (csrc/cuda/dispatch.h): per direction, float accumulation 8 variants
     # of each of the two kernels (widths 1 and 2: persistent, fixed, running max; width 1 also
     # dense and dense with its loads first), double 3 (width 1: dense, fixed, running max); and
-    # backward_small: 4 · (3 · (16 + 1) + (6 + 1)) = 232.
+    # backward_small: 4 · (3 · (16 + 1) + (6 + 1)) = 232; and dispatch_forward's 16-bit dense
+    # forwards with their loads first dividing by reciprocal_newton: 4 · 2 more.
     text = small_variants.source()
-    assert text.count("template __global__") == 232
+    assert text.count("template __global__") == 240
     assert "forward_small<double, double, Direction::kAll, true, 1, false, true, false>" in text
     assert "true, 1, false, true, true>(const Args<double" not in text  # no loads first in double
+    for scalar, steps in (("c10::BFloat16", 2), ("c10::Half", 3)):
+        assert (f"forward_small<{scalar}, float, Direction::kBackward, true, 1, false, true, true, "
+                f"{steps}>") in text
+    assert ", true, true, 3>(const Args<float, float>" not in text  # float32 divides
 

@@ -216,6 +216,29 @@ def test_dense_small_kernels_at_the_benchmark_size(monkeypatch, dtype, direction
     check_dense_and_general(monkeypatch, dtype, direction, B=64, n=384, d=300)
 
 
+@pytest.mark.parametrize("direction", DIRECTIONS)
+@pytest.mark.parametrize("dtype", (torch.bfloat16, torch.float16), ids=str)
+def test_fma_reciprocal_forward(monkeypatch, dtype, direction):
+    # The dense 16-bit forward with 1 / sum from Newton steps on the FMA pipe
+    # (BLOSA_CUDA_SMALL_RCP=fma): against the reference, and against the one that divides
+    # (tanh.approx, ex2.approx and the quotient's rounding differ only there): out within one
+    # unit in the last place of dtype, the gradients (the recomputing backward, unchanged)
+    # bitwise equal. At the benchmark's size in direction "forward".
+    B, n, d = (64, 384, 300) if direction == "forward" else (3, 16, 70)
+    monkeypatch.setenv("BLOSA_CUDA_SMALL_RCP", "fma")
+    check(dtype, direction, 8, "none", B=B, n=n, d=d, scale=5.0, with_bias=True)
+    gen = generator_for("cuda-fma-reciprocal", dtype, direction)
+    inputs, mask, grad_out = make_case(B, n, d, gen, True, "none")
+    settings = (8, direction, 5.0)
+    newton = run(public_op, inputs, mask, grad_out, dtype, *settings)
+    monkeypatch.setenv("BLOSA_CUDA_SMALL_RCP", "mufu")
+    divided = run(public_op, inputs, mask, grad_out, dtype, *settings)
+    ulp = torch.finfo(dtype).eps * divided[0].double().abs().clamp_min(torch.finfo(dtype).tiny)
+    assert ((newton[0].double() - divided[0].double()).abs() <= ulp).all()
+    for name, a, b in zip(["d_dep", "d_head", "d_value", "d_bias"], newton[1:], divided[1:]):
+        assert torch.equal(a, b), name
+
+
 def test_two_features_per_thread_falls_back_on_misaligned_rows(monkeypatch):
     # A contiguous view one element into its storage: rows no longer start on a two-element
     # boundary, so the kernels must take one feature per thread (a misaligned vector load

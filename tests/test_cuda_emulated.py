@@ -68,17 +68,18 @@ def reference(inputs, mask, grad_out, settings, dtype=torch.float64):
 
 def run_emulated(ops, inputs, mask, grad_out, dtype, settings, tile, fused=False, staged=False,
                  recompute=False, small_vec=1, persistent=0, small_dense=True,
-                 small_loads_first=False):
+                 small_loads_first=False, small_fma_reciprocal=False):
     """out, d_dep, d_head, d_value, d_bias ([0] without a bias) of the emulated kernels on
     inputs cast to dtype. recompute:
     the forward saves no lse, and the backward gets empty out and lse (it recomputes them).
     small_vec: features per thread of the small-block kernels that allow it. persistent: thread
     blocks of the persistent small-block kernels (0: the one-shot ones). small_dense: whether
     calls that allow them take the dense small-block kernels; small_loads_first: whether those
-    issue their loads first."""
+    issue their loads first; small_fma_reciprocal: whether the forward of those, for 16-bit
+    inputs, divides by Newton steps on the FMA pipe."""
     xs = [None if t is None else t.to(dtype) for t in inputs]
     out, lse = ops.fwd(*xs, mask, *settings, tile, staged, not recompute, small_vec, persistent,
-                       small_dense, small_loads_first)
+                       small_dense, small_loads_first, small_fma_reciprocal)
     saved_out = out.new_empty(0) if recompute else out
     grads = ops.bwd(grad_out.to(dtype), *xs, mask, saved_out, lse, *settings, tile, fused,
                     small_vec, persistent, small_dense, small_loads_first)
@@ -338,6 +339,71 @@ def test_small_kernel_variants_give_the_same_bits(emulated, variant):
                                  recompute=True, **variant)
         for name, a, b in zip(("out", "d_dep", "d_head", "d_value", "d_bias"), default, varied):
             assert torch.equal(a, b), (direction, name)
+
+
+@pytest.mark.parametrize("steps, bound", [(1, 0.0103), (2, 1.1e-4), (3, 2.4e-7)])
+def test_reciprocal_newton_error(emulated, steps, bound):
+    # reciprocal_newton (csrc/blosa_math.h), the code the GPU runs, against float64's 1 / x:
+    # random floats over the whole normal range, the sums the r = 8 forward divides by (one
+    # key's exp2 at least 2^-116, at most 8 keys of at most 1), powers of two and the ends.
+    gen = generator_for("reciprocal-newton", steps)
+    spread = 2.0 ** (torch.rand(200_000, generator=gen, dtype=torch.float64) * 252 - 126)
+    sums = 2.0 ** (torch.rand(200_000, generator=gen, dtype=torch.float64) * 119 - 116)
+    edges = torch.tensor([torch.finfo(torch.float32).tiny, 1.0, 2.0, 0.5, 8.0, 7.999999,
+                          torch.finfo(torch.float32).max / 4], dtype=torch.float64)
+    x = torch.cat([spread, sums, 2.0 ** torch.arange(-126, 126, dtype=torch.float64), edges])
+    x = x.float()
+    r = emulated.reciprocal_newton(x, steps)
+    error = (r.double() * x.double() - 1).abs().max().item()
+    assert error <= bound, (steps, error)
+    assert torch.isnan(emulated.reciprocal_newton(torch.tensor([float("nan")]), steps)).all()
+
+
+@pytest.mark.parametrize("dtype", (torch.bfloat16, torch.float16), ids=str)
+@pytest.mark.parametrize("direction", DIRECTIONS)
+def test_fma_reciprocal_forward(emulated, direction, dtype):
+    # The dense forward with its loads first dividing by reciprocal_newton: against the
+    # reference as every kernel is, and against the same kernel dividing by 1 / sum: out within
+    # one unit in the last place of dtype (the quotients differ by at most 1.1e-4 relative),
+    # the gradients of the recomputing backward, which does not change, bitwise equal.
+    gen = generator_for("fma-reciprocal", direction, dtype)
+    inputs, mask, grad_out = make_case(3, 24, 40, gen, True, "none")
+    settings = (8, direction, 5.0)
+    want = reference(inputs, mask, grad_out, settings)
+    same = reference(inputs, mask, grad_out, settings, dtype)
+    options = dict(recompute=True, small_loads_first=True)
+    divided, _ = run_emulated(emulated, inputs, mask, grad_out, dtype, settings, 8, **options)
+    newton, _ = run_emulated(emulated, inputs, mask, grad_out, dtype, settings, 8,
+                             small_fma_reciprocal=True, **options)
+    for name, got, w, s in zip(("out", "d_dep", "d_head", "d_value", "d_bias"), newton, want, same):
+        err = (got.double() - w).abs().max().item()
+        bound = 2 * (s.double() - w).abs().max().item() + torch.finfo(dtype).eps * max(
+            w.abs().max().item(), 1e-3) + REL[torch.float32]
+        assert err <= bound, (name, err, bound)
+    ulp = torch.finfo(dtype).eps * divided[0].double().abs().clamp_min(torch.finfo(dtype).tiny)
+    assert ((newton[0].double() - divided[0].double()).abs() <= ulp).all()
+    for name, a, b in zip(("d_dep", "d_head", "d_value", "d_bias"), newton[1:], divided[1:]):
+        assert torch.equal(a, b), name
+
+
+def test_fma_reciprocal_where_it_applies(emulated):
+    # The dispatcher takes reciprocal_newton (small_fma_reciprocal) for the dense forward with
+    # its loads first, 16-bit inputs, and nowhere else (not the backward, not float32).
+    gen = generator_for("fma-reciprocal-dispatch")
+
+    def launches(mask_kind="none", dtype=torch.bfloat16, small_fma_reciprocal=True, **options):
+        inputs, mask, grad_out = make_case(2, 16, 6, gen, True, mask_kind)
+        options = dict(dict(small_loads_first=True), **options)
+        before = emulated.fma_reciprocal_launch_count()
+        run_emulated(emulated, inputs, mask, grad_out, dtype, (8, "forward", 5.0), 8,
+                     recompute=True, small_fma_reciprocal=small_fma_reciprocal, **options)
+        return emulated.fma_reciprocal_launch_count() - before
+
+    assert launches() == 1 and launches(dtype=torch.float16) == 1  # the forward only
+    assert launches(dtype=torch.float32) == 0 and launches(dtype=torch.float64) == 0
+    assert launches(small_fma_reciprocal=False) == 0
+    assert launches(small_loads_first=False) == 0 and launches(small_dense=False) == 0
+    assert launches(mask_kind="right_pad") == 0
 
 
 # The fused backward (float accumulation only) and the staged forward, in blocks of one span

@@ -163,11 +163,13 @@ def test_backward_direction_loads_as_early_as_forward(kernels, kernel, dtype):
         f"'backward', {forward} in 'forward' (python bench/sass_loads.py --whole --kernels {kernel})")
 
 
-def one_shot_small(kernels, kernel, dtype, direction, dense, loads_first=False):
+def one_shot_small(kernels, kernel, dtype, direction, dense, loads_first=False, rcp_steps=0):
     """The mangled name of the one-shot forward_small or backward_small_recompute at one feature
-    a thread and the fixed pivot: <T, float, direction, true, 1, false, dense, loads_first>."""
+    a thread and the fixed pivot: <T, float, direction, true, 1, false, dense, loads_first>, and
+    forward_small's Newton steps for 1 / sum (kRcpSteps; 0: it divides)."""
+    steps = f"Li{rcp_steps}E" if kernel == "forward_small" else ""
     mangled = re.compile(rf"^_ZN5blosa4cuda\d+{kernel}I{DTYPES[dtype]}fLNS_9DirectionE{direction}"
-                         rf"ELb1ELi1ELb0ELb{int(dense)}ELb{int(loads_first)}EE")
+                         rf"ELb1ELi1ELb0ELb{int(dense)}ELb{int(loads_first)}E{steps}E")
     (name,) = [name for name in kernels if mangled.search(name)]
     return name
 
@@ -232,6 +234,28 @@ def test_loads_first_kernels_issue_every_load_first(kernels, dumped, kernel, dty
         assert regs <= allowed, f"{where}: {regs} registers, the plain kernel {plain[4]}"
 
 
+@pytest.mark.parametrize("dtype, steps", [("bfloat16", 2), ("float16", 3)])
+def test_fma_reciprocal_forward_leaves_the_special_function_unit(kernels, dumped, dtype, steps):
+    # The dense forward with its loads first dividing by reciprocal_newton
+    # (KernelOptions::small_fma_reciprocal) exists to take one special-function operation a
+    # query with keys off that unit (7 in directions "forward" and "backward", 8 in "diag" and
+    # "all"), for 2 FMAs a Newton step, with no spill and no more registers than the kernel that
+    # divides (32: 8 thread blocks of 256 an SM, its launch bound). On the 2026-11-28 build,
+    # bfloat16, direction "forward": 66 -> 59 MUFU, 608 -> 632 instructions.
+    registers, stack = sass_loads.registers(dumped[1]), sass_loads.usage(dumped[1], "STACK")
+    for direction in range(4):
+        divides = one_shot_small(kernels, "forward_small", dtype, direction, True, True)
+        newton = one_shot_small(kernels, "forward_small", dtype, direction, True, True, steps)
+        queries = 7 if direction < 2 else 8
+        mufu = [sass_loads.count_opcode(kernels[name], "MUFU") for name in (divides, newton)]
+        assert mufu[1] == mufu[0] - queries, (newton, mufu)
+        assert sass_loads.count_opcode(kernels[newton], "MUFU.RCP") == (
+            sass_loads.count_opcode(kernels[divides], "MUFU.RCP") - queries)
+        size = [len(kernels[name]) for name in (divides, newton)]
+        assert size[1] <= size[0] + queries * (2 * steps + 2), (newton, size)
+        assert stack[newton] == 0 and registers[newton] <= registers[divides], newton
+
+
 def test_column_sums_issue_eight_loads_at_once(kernels, dumped):
     # column_sums (csrc/cuda/column_sums.cuh) is a latency-bound stream of a few loads a thread
     # (8 at r = 8's sizes): its loop, unrolled 8 times, must issue 8 rows' loads before adding
@@ -249,13 +273,14 @@ def test_column_sums_issue_eight_loads_at_once(kernels, dumped):
 
 def test_small_variants_compiles_the_builds_machine_code(dumped, tmp_path):
     # bench/small_variants.py compiles the small-block kernels alone (its figures in
-    # bench/RESULTS.md judge edits on all 232 variants): its machine code must be the build's.
-    # bfloat16, direction "forward": 8 variants of the two kernels and backward_small.
+    # bench/RESULTS.md judge edits on all 240 variants): its machine code must be the build's.
+    # bfloat16, direction "forward": 8 variants of the two kernels, backward_small and the
+    # forward with reciprocal_newton.
     pattern = r"IN3c108BFloat16EfLNS_9DirectionE0E"
     text = small_variants.source(types=(("c10::BFloat16", "float"),), directions=("kForward",))
     cubin = small_variants.compile_all(str(tmp_path), text)
     alone = small_variants.rows(sass_loads.whole_report(*sass_loads.dump(cubin, "."), "."))
     built = small_variants.rows(sass_loads.whole_report(*dumped, pattern))
-    assert len(alone) == 17
+    assert len(alone) == 18
     assert alone == {kernel: built.get(kernel) for kernel in alone}
 

@@ -657,11 +657,14 @@ struct SmallScale {
 };
 
 // forward_small's work on one block: out (and lse, when wanted; never under kDense) of its
-// rows, from the rows of dep, value and head.
-template <typename T, typename A, Direction D, bool kFixed, int V, bool kDense>
+// rows, from the rows of dep, value and head. kRcpSteps > 0 (float accumulation): each row's
+// acc / sum takes 1 / sum from reciprocal_newton<kRcpSteps> on the FMA pipe rather than from
+// the special-function unit (KernelOptions::small_fma_reciprocal).
+template <typename T, typename A, Direction D, bool kFixed, int V, bool kDense, int kRcpSteps = 0>
 __device__ __forceinline__ void forward_small_block(const Args<T, A>& p, const SmallIndex& s,
                                                     const SmallLoads<T, V, 3>& in,
                                                     const bool (&real)[kSmallMax]) {
+  static_assert(kRcpSteps == 0 || std::is_same_v<A, float>);
   Pack<T, V> out[kSmallMax];
   const SmallScale<V == 2, T, A> scale(p, s);
   T* const out_first = first_row(p.out, s.at);
@@ -685,7 +688,12 @@ __device__ __forceinline__ void forward_small_block(const Args<T, A>& p, const S
         // Dense: known for each (unrolled) query, so the sum is not tested: 8-24 instructions
         // fewer a thread, and float32's forward in direction "forward" 40 -> 32 registers.
         const bool has_keys = kDense ? has_key_in_whole_block<D>(j) : sm.has_keys();
-        out[j].x[f] = static_cast<T>(has_keys ? sm.out() : A(0));
+        if constexpr (kRcpSteps > 0) {
+          out[j].x[f] =
+              static_cast<T>(has_keys ? sm.acc * reciprocal_newton<kRcpSteps>(sm.sum) : A(0));
+        } else {
+          out[j].x[f] = static_cast<T>(has_keys ? sm.out() : A(0));
+        }
         // The last feature completes the row's pack: stored at once, as at V = 1.
         if (f == V - 1) store_pack<V>(out_first, small_offset(p, j), out[j]);
         if (lse_first != nullptr) {
@@ -713,18 +721,24 @@ constexpr int kForwardSmallBlocksPerSM =
                                                                       : 0;
 
 // kDense: the call has no mask, every block kSmallMax tokens, and wants no lse (small_dense
-// in dispatch.h). kLoadsFirst: for_small_blocks'.
+// in dispatch.h). kLoadsFirst: for_small_blocks'. kRcpSteps: forward_small_block's.
 template <typename T, typename A, Direction D, bool kFixed, int V, bool kPersistent,
-          bool kDense = false, bool kLoadsFirst = false>
+          bool kDense = false, bool kLoadsFirst = false, int kRcpSteps = 0>
 __global__ void __launch_bounds__(kSmallThreads,
                                   (kForwardSmallBlocksPerSM<T, D, V, kPersistent, kLoadsFirst>))
     forward_small(const Args<T, A> p) {
   for_small_blocks<D, V, kPersistent, kDense, kLoadsFirst, false>(
       p, {p.dep, p.value, p.head},
       [&](const SmallIndex& s, const SmallLoads<T, V, 3>& in, const bool(&real)[kSmallMax]) {
-        forward_small_block<T, A, D, kFixed, V, kDense>(p, s, in, real);
+        forward_small_block<T, A, D, kFixed, V, kDense, kRcpSteps>(p, s, in, real);
       });
 }
+
+// Newton steps of the reciprocal in forward_small for outputs of type T
+// (KernelOptions::small_fma_reciprocal): 2 for bfloat16's 8-bit significand (relative error
+// 1.1e-4 against its half unit in the last place, 2^-8 = 3.9e-3), 3 for float16 and float.
+template <typename T>
+constexpr int kReciprocalSteps = std::numeric_limits<T>::digits <= 8 ? 2 : 3;
 
 // backward_small's work on one block, from the rows of dep, value, head, grad_out and the saved
 // out (SmallLoads) and the saved lse, which it loads first. Writes d_dep, d_head, d_value and

@@ -23,7 +23,7 @@ namespace blosa::cuda {
 
 // How the kernels run; masked_block_attn_cuda.cu reads it from BLOSA_CUDA_TILE,
 // BLOSA_CUDA_BACKWARD, BLOSA_CUDA_FORWARD, BLOSA_CUDA_SMALL_VEC, BLOSA_CUDA_SMALL_PERSISTENT,
-// BLOSA_CUDA_SMALL_DENSE and BLOSA_CUDA_SMALL_LOADS_FIRST, for tuning.
+// BLOSA_CUDA_SMALL_DENSE, BLOSA_CUDA_SMALL_LOADS_FIRST and BLOSA_CUDA_SMALL_RCP, for tuning.
 struct KernelOptions {
   // Rows (queries, or keys in backward) per thread: 4 or 8. 8 was the fastest forward+backward
   // on an H200 (bench/RESULTS.md); 16 was slower everywhere and is gone.
@@ -64,6 +64,13 @@ struct KernelOptions {
   // 1.12x (float32) and 1.16x (bfloat16) the plain dense kernels' rate, forward+backward 1.06x
   // and 1.10x.
   bool small_loads_first = true;
+  // The dense small-block forward with its loads first, for 16-bit inputs, takes each row's
+  // 1 / sum from Newton steps on the FMA pipe (reciprocal_newton) instead of the
+  // special-function unit, which that kernel keeps 68% busy with 28 tanh, 28 exp2 and 7
+  // reciprocals a thread (Nsight Compute, H200, 2026-11-28: its largest stall waits for that
+  // unit's queue): 7 of its 63 special-function operations go, for 28 (bfloat16) or 42
+  // (float16) FMAs. Off until measured (gpu_rates variant rcp-fma).
+  bool small_fma_reciprocal = false;
 };
 
 // The type inputs of type T accumulate in: float (double for double).
@@ -116,6 +123,7 @@ struct Geometry {
   bool persistent = false;
   bool dense = false;  // a dense small-block kernel (small_dense): the emulation's tests count them
   bool loads_first = false;  // one with its loads first (small_loads_first): counted too
+  bool fma_reciprocal = false;  // a forward with reciprocal_newton (small_fma_reciprocal): too
 };
 
 // a set up for the small kernels' thread index at vector width vec (small_index_at).
@@ -168,6 +176,13 @@ bool small_dense(const Args<T, A>& a, KernelOptions opt, bool fixed, int vec, bo
 template <typename A>
 bool small_loads_first(KernelOptions opt, bool dense) {
   return opt.small_loads_first && dense && std::is_same_v<A, float>;
+}
+
+// Whether this call's small-block forward takes its reciprocals from the FMA pipe
+// (small_fma_reciprocal): the dense kernel with its loads first, 16-bit inputs.
+template <typename T>
+bool small_fma_reciprocal(KernelOptions opt, bool loads_first) {
+  return opt.small_fma_reciprocal && loads_first && sizeof(T) == 2;
 }
 
 template <typename T, typename A>
@@ -315,11 +330,19 @@ void dispatch_forward(const Args<T, A>& a, double scale, KernelOptions opt, Laun
     const bool persistent = small_persistent<A>(opt, fixed);
     const bool dense = small_dense(a, opt, fixed, vec, persistent);
     const bool loads_first = small_loads_first<A>(opt, dense);
-    const Geometry g = small_geometry(a, vec, persistent, dense, loads_first);
+    Geometry g = small_geometry(a, vec, persistent, dense, loads_first);
+    g.fma_reciprocal = small_fma_reciprocal<T>(opt, loads_first);
     with_direction(a.dir, [&](auto dc) {
       constexpr Direction D = decltype(dc)::value;
       with_small_variant<T, A>(vec, fixed, persistent, dense, loads_first, [&](auto variant) {
         using S = decltype(variant);
+        if constexpr (S::loads_first && sizeof(T) == 2) {
+          if (g.fma_reciprocal) {
+            return launch(forward_small<T, A, D, S::fixed, S::width, S::persistent, S::dense,
+                                        S::loads_first, kReciprocalSteps<T>>,
+                          g, with_small_index(a, S::width));
+          }
+        }
         launch(forward_small<T, A, D, S::fixed, S::width, S::persistent, S::dense,
                              S::loads_first>,
                g, with_small_index(a, S::width));

@@ -60,6 +60,9 @@ void check_cuda_inputs(const at::Tensor& dep) {
 //                                   block 8 tokens long (default 1), where a call is so.
 //   BLOSA_CUDA_SMALL_LOADS_FIRST=0|1 those dense kernels with every load issued before any
 //                                   math (default 1; float accumulation).
+//   BLOSA_CUDA_SMALL_RCP=mufu|fma   the dense forward with its loads first, 16-bit inputs: each
+//                                   row's 1 / sum from the special-function unit (default) or
+//                                   from Newton steps on the FMA pipe.
 // The value of tuning variable `name`, which must be `a` or `b`; nullopt where it is unset.
 std::optional<std::string> tuning_choice(const char* name, const char* a, const char* b) {
   const char* value = std::getenv(name);
@@ -85,6 +88,9 @@ cuda::KernelOptions kernel_options_from_env() {
   if (const auto v = tuning_choice("BLOSA_CUDA_SMALL_DENSE", "0", "1")) opt.small_dense = *v == "1";
   if (const auto v = tuning_choice("BLOSA_CUDA_SMALL_LOADS_FIRST", "0", "1")) {
     opt.small_loads_first = *v == "1";
+  }
+  if (const auto v = tuning_choice("BLOSA_CUDA_SMALL_RCP", "mufu", "fma")) {
+    opt.small_fma_reciprocal = *v == "fma";
   }
   return opt;
 }

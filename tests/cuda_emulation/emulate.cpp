@@ -15,11 +15,12 @@ namespace {
 
 using blosa::cuda::Geometry;
 
-// Launches (of persistent kernels, of dense ones, of dense ones with their loads first, of all)
-// so far, for tests of the dispatcher's choices.
+// Launches (of persistent kernels, of dense ones, of dense ones with their loads first, of
+// forwards with reciprocal_newton, of all) so far, for tests of the dispatcher's choices.
 std::atomic<int64_t> persistent_launches{0};
 std::atomic<int64_t> dense_launches{0};
 std::atomic<int64_t> loads_first_launches{0};
+std::atomic<int64_t> fma_reciprocal_launches{0};
 std::atomic<int64_t> launches{0};  // every launch
 
 // Runs every thread of the grid; thread blocks in parallel (their writes are disjoint), the
@@ -38,6 +39,7 @@ struct EmulatedLaunch {
     }
     if (g.dense) ++dense_launches;
     if (g.loads_first) ++loads_first_launches;
+    if (g.fma_reciprocal) ++fma_reciprocal_launches;
     ++launches;
     at::parallel_for(0, g.gx * g.gy, 1, [&](int64_t begin, int64_t end) {
       gridDim = {static_cast<unsigned int>(g.gx), static_cast<unsigned int>(g.gy), 1};
@@ -58,7 +60,7 @@ std::tuple<at::Tensor, at::Tensor> fwd(const at::Tensor& dep_in, const at::Tenso
                                        c10::string_view direction, double scale, int64_t tile,
                                        bool staged, bool compute_lse, int64_t small_vec,
                                        int64_t persistent_blocks, bool small_dense,
-                                       bool small_loads_first) {
+                                       bool small_loads_first, bool small_fma_reciprocal) {
   const at::Tensor dep = dep_in.contiguous(), head = head_in.contiguous(),
                    value = value_in.contiguous();
   const auto bias_c = blosa::contiguous(bias), mask_c = blosa::contiguous(mask);
@@ -70,7 +72,7 @@ std::tuple<at::Tensor, at::Tensor> fwd(const at::Tensor& dep_in, const at::Tenso
   if (dep.numel() == 0) return {out, lse};
   const blosa::cuda::KernelOptions opt{static_cast<int>(tile), false, staged,
                                        static_cast<int>(small_vec), persistent_blocks > 0,
-                                       small_dense, small_loads_first};
+                                       small_dense, small_loads_first, small_fma_reciprocal};
   blosa::cuda::run_forward(dep, head, value, bias_c, mask_c, block_len, std::string(direction),
                            scale, opt, out, lse, EmulatedLaunch{persistent_blocks});
   return {out, lse};
@@ -130,7 +132,23 @@ at::Tensor column_sums(const at::Tensor& x_in, at::ScalarType out_dtype) {
 int64_t persistent_launch_count() { return persistent_launches.load(); }
 int64_t dense_launch_count() { return dense_launches.load(); }
 int64_t loads_first_launch_count() { return loads_first_launches.load(); }
+int64_t fma_reciprocal_launch_count() { return fma_reciprocal_launches.load(); }
 int64_t launch_count() { return launches.load(); }
+
+// blosa::reciprocal_newton<steps> of every element of x (float32).
+at::Tensor reciprocal_newton(const at::Tensor& x_in, int64_t steps) {
+  TORCH_CHECK(x_in.scalar_type() == at::kFloat && steps >= 1 && steps <= 3);
+  const at::Tensor x = x_in.contiguous();
+  at::Tensor r = at::empty_like(x);
+  const float* src = x.data_ptr<float>();
+  float* dst = r.data_ptr<float>();
+  for (int64_t i = 0; i < x.numel(); ++i) {
+    dst[i] = steps == 1   ? blosa::reciprocal_newton<1>(src[i])
+             : steps == 2 ? blosa::reciprocal_newton<2>(src[i])
+                          : blosa::reciprocal_newton<3>(src[i]);
+  }
+  return r;
+}
 
 // FastDivisor::of(divisor).div(n) for every element of n (int64 values in [0, 2^31)).
 at::Tensor fast_div(int64_t divisor, const at::Tensor& n) {
@@ -151,13 +169,15 @@ TORCH_LIBRARY(blosa_emulated, m) {
   m.def("persistent_launch_count() -> int", &persistent_launch_count);  // no tensor: catch-all
   m.def("dense_launch_count() -> int", &dense_launch_count);
   m.def("loads_first_launch_count() -> int", &loads_first_launch_count);
+  m.def("fma_reciprocal_launch_count() -> int", &fma_reciprocal_launch_count);
+  m.def("reciprocal_newton(Tensor x, int steps) -> Tensor");
   m.def("launch_count() -> int", &launch_count);
   m.def("column_sums(Tensor x, ScalarType out_dtype) -> Tensor");
   m.def(
       "fwd(Tensor dep, Tensor head, Tensor value, Tensor? bias, Tensor? mask, int block_len, "
       "str direction, float scale, int tile, bool staged, bool compute_lse=True, int small_vec=1, "
-      "int persistent_blocks=0, bool small_dense=True, bool small_loads_first=False) -> (Tensor, "
-      "Tensor)");
+      "int persistent_blocks=0, bool small_dense=True, bool small_loads_first=False, "
+      "bool small_fma_reciprocal=False) -> (Tensor, Tensor)");
   m.def(
       "bwd(Tensor grad_out, Tensor dep, Tensor head, Tensor value, Tensor? bias, Tensor? mask, "
       "Tensor out, Tensor lse, int block_len, str direction, float scale, int tile, bool fused, "
@@ -168,6 +188,7 @@ TORCH_LIBRARY(blosa_emulated, m) {
 TORCH_LIBRARY_IMPL(blosa_emulated, CPU, m) {
   m.impl("fwd", &fwd);
   m.impl("fast_div", &fast_div);
+  m.impl("reciprocal_newton", &reciprocal_newton);
   m.impl("small_vec_for", &small_vec_for);
   m.impl("bwd", &bwd);
   m.impl("column_sums", &column_sums);
