@@ -9,8 +9,9 @@ d=300) the first took 0.012 ms of the 0.184 ms of bfloat16 forward+backward kern
 H200 (2026-11-27, bench/RESULTS.md), for 3.7 MB in and 300 sums out. (The CUDA backend sums
 with its own kernels since then, csrc/cuda/column_sums.cuh; gpu_rates.py times them in its
 calls.) This compares each with summing groups of G rows first (many outputs, so many thread
-blocks) and then the groups, on the benchmark's shapes (r = 8's per-block sums first, as B = 1,
-n = 3072), and checks that each form agrees with the one-pass sum and is bitwise repeatable.
+blocks) and then the groups, and with a matrix-vector product with ones (cuBLAS's gemv), on
+the benchmark's shapes (r = 8's per-block sums first, as B = 1, n = 3072), and checks that each
+form agrees with the one-pass sum and is bitwise repeatable.
 Times are the kernels' (torch.profiler), not the call's: a call this short waits on the host.
 Prints a markdown table; bench/gpu_check.sh appends it to sfu.md.
 """
@@ -46,6 +47,18 @@ def two_stage(d_head: torch.Tensor, group: int) -> torch.Tensor:
     return rows.view(-1, group, rows.shape[1]).sum(1).sum(0)
 
 
+def ones_product(d_head: torch.Tensor, ones: torch.Tensor | None = None) -> torch.Tensor:
+    """The rows summed as a matrix-vector product with ones (one cuBLAS gemv on a GPU, which
+    reads the rows once at full bandwidth, in a fixed order: cuBLAS's routines give the same
+    bits on every run but the ones with atomics, which gemv is not). `ones`: rows' count of
+    ones of d_head's dtype, made here if not given (the benchmark passes it, as a caller
+    would keep it)."""
+    rows = d_head.reshape(-1, d_head.shape[-1])
+    if ones is None:
+        ones = rows.new_ones(rows.shape[0])
+    return torch.mv(rows.t(), ones)
+
+
 def main() -> int:
     if not torch.cuda.is_available():
         print("no CUDA device; nothing to measure")
@@ -60,6 +73,8 @@ def main() -> int:
             want = one_pass(d_head)
             forms = [("sum((0, 1))", one_pass)]
             forms += [(f"groups of {g}", lambda x, g=g: two_stage(x, g)) for g in GROUPS]
+            ones = d_head.new_ones(B * n)
+            forms.append(("mv with ones", lambda x, ones=ones: ones_product(x, ones)))
             for name, form in forms:
                 got = form(d_head)
                 diff = (got.double() - want.double()).abs().max().item()

@@ -244,11 +244,12 @@ def variant_env(variant: str) -> dict[str, str]:
 
 def variant_config(variant: str):
     """The config a kernel variant changes the kernels of: r = 8 for "vecN", "persistent",
-    "general" (CUDA's and Triton's), "loads-first", "loads-later", "rcp-fma", "rcp-mufu" and
-    "per-block" (the small-block kernels), else one block (the tiled and row-tile kernels)."""
+    "general" (CUDA's and Triton's), "loads-first", "loads-later", "rcp-fma", "rcp-mufu",
+    "per-block" and "bias-mv" (the small-block kernels and their d_bias), else one block (the
+    tiled and row-tile kernels)."""
     small = any(part.startswith("vec") or part in ("persistent", "general", "loads-first",
                                                     "loads-later", "rcp-fma", "rcp-mufu",
-                                                    "per-block")
+                                                    "per-block", "bias-mv")
                 for part in variant.split("+"))
     return next(c for c in CONFIGS if c[0] == ("r=8" if small else "one block"))
 
@@ -260,6 +261,7 @@ TRITON_VARIANT_PARTS = {
     "fast32": {"FAST_TANH_DTYPES": ("float32", "float16", "bfloat16")},  # tanh.approx.f32 in float32
     "per-block": {"PAIRS_MAX": 0},  # blocks of up to 8 by the per-block kernels, not per pair
     "general": {"PAIRS_DENSE": False},  # the per-pair kernels with the mask and row tests
+    "bias-mv": {"BIAS_SUM": "mv"},  # d_bias by a matrix-vector product with ones, not ATen's sum
 }
 
 
@@ -267,8 +269,9 @@ def triton_variant_settings(variant: str) -> dict:
     """blosa_kernels.configs attributes of a Triton variant: "+"-joined parts, "split" / "fused"
     (the backward of blocks longer than 64), "fast32" (tanh.approx.f32 for float32 inputs
     too), "per-block" (the per-block kernels for blocks of up to 8, in place of the per-pair
-    ones) and "general" (the per-pair kernels with their mask and row tests even where there is
-    no mask and every block is whole), e.g. "split+fast32"."""
+    ones), "general" (the per-pair kernels with their mask and row tests even where there is
+    no mask and every block is whole) and "bias-mv" (d_bias by a matrix-vector product with
+    ones), e.g. "split+fast32"."""
     settings = {}
     for part in variant.split("+"):
         if part not in TRITON_VARIANT_PARTS:

@@ -52,6 +52,12 @@ PAIRS_MAX = 8 if _PAIRS == "1" else 0
 # to load and no test of a row's existence: at r = 8, bfloat16, 26% fewer instructions forward
 # and 18% backward on sm_90. False gives them the general per-pair kernels.
 PAIRS_DENSE = True
+# How d_bias sums its rows (the per-block kernels' [B · n/r, d] float32 sums, or d_head over
+# batch and queries): "sum", ATen's reduction (0.011 ms of the 0.073 ms bfloat16 r = 8
+# forward+backward on an H200, 2026-11-28), or "mv", a matrix-vector product with ones (one
+# gemv, which reads the rows once; bench/bias_reduce.py). Both are deterministic. "sum" until
+# "mv" is measured (gpu_rates variant bias-mv).
+BIAS_SUM = "sum"
 # Above this scale the scores are shifted by a running max instead of the constant c
 # (exp(-2c) would underflow float32 for c > ~43; KERNEL_NOTES.md section 1).
 FIXED_PIVOT_MAX_SCALE = 40.0

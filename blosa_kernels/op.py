@@ -276,7 +276,7 @@ def _backward_kernels(grad_out, dep, head, value, bias, mask, out, lse, block_le
         else:
             _launch("bwd_blocks", L, L.blocks_grid(), *tensors, L.n, L.d, L.r, L.nblk, *scalars,
                     ROW_AXIS=configs.BLOCK_ROW_AXIS, **flags)
-        return d_dep, d_head, d_value, d_bias_part.sum(dim=0).to(dep.dtype)
+        return d_dep, d_head, d_value, _column_sums(d_bias_part).to(dep.dtype)
     # The row-tile kernels write d_head in float32, summed for d_bias, then rounded; zero-filled
     # because they skip queries that can have no key.
     d_head = torch.zeros(dep.shape, dtype=torch.float32, device=dep.device)
@@ -292,7 +292,17 @@ def _backward_kernels(grad_out, dep, head, value, bias, mask, out, lse, block_le
             "bwd_dkv", L, L.rows_grid("BN"), *common, d_dep, d_value,
             L.n, L.d, L.r, *L.buckets, L.inv_c, L.c_log2e, **L.flags,
         )
-    return d_dep, d_head.to(dep.dtype), d_value, d_head.sum(dim=(0, 1)).to(dep.dtype)
+    return d_dep, d_head.to(dep.dtype), d_value, _column_sums(d_head).to(dep.dtype)
+
+
+def _column_sums(x):
+    """[d] sums of x ([..., d], float32, contiguous) over all its other dimensions, as
+    configs.BIAS_SUM says: ATen's sum, or ("mv") a matrix-vector product with ones, one gemv
+    reading x once."""
+    if configs.BIAS_SUM == "mv":
+        rows = x.view(-1, x.shape[-1])
+        return torch.mv(rows.t(), rows.new_ones(rows.shape[0]))
+    return x.sum(dim=tuple(range(x.dim() - 1)))
 
 
 def _fused_scratch(L, device):

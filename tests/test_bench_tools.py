@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from attn_cases import DIRECTIONS
+from attn_cases import DIRECTIONS, generator_for
 from blosa.reference import allowed_pairs, resolve_block_len
 
 BENCH = str(Path(__file__).resolve().parents[1] / "bench")
@@ -138,6 +138,8 @@ def test_variants_combine():
     assert gpu_rates.variant_env("loads-later+rcp-mufu") == {
         "BLOSA_CUDA_SMALL_LOADS_FIRST": "0", "BLOSA_CUDA_SMALL_RCP": "mufu"}
     assert gpu_rates.variant_config("rcp-fma")[0] == "r=8"
+    assert gpu_rates.triton_variant_settings("bias-mv") == {"BIAS_SUM": "mv"}
+    assert gpu_rates.variant_config("bias-mv")[0] == "r=8"
 
 
 @pytest.mark.parametrize("variant, part", [("tile", "'tile'"), ("fused+tilex", "'tilex'"),
@@ -154,6 +156,15 @@ def test_two_stage_bias_sum_matches_one_pass(group):
     d_head = torch.randn(3, 37, 5, generator=gen, dtype=torch.float64)
     torch.testing.assert_close(bias_reduce.two_stage(d_head, group), bias_reduce.one_pass(d_head),
                                rtol=0, atol=1e-12)
+
+
+def test_ones_product_bias_sum_matches_one_pass():
+    gen = generator_for("bias-ones-product")
+    d_head = torch.randn(3, 37, 5, generator=gen, dtype=torch.float64)
+    torch.testing.assert_close(bias_reduce.ones_product(d_head), bias_reduce.one_pass(d_head),
+                               rtol=0, atol=1e-12)
+    ones = torch.ones(3 * 37, dtype=torch.float64)
+    assert torch.equal(bias_reduce.ones_product(d_head, ones), bias_reduce.ones_product(d_head))
 
 
 # A loop as cuobjdump prints it: R90 is loaded and read 4 instructions on in the same trip,
