@@ -69,9 +69,9 @@ def sfu_bound() -> float:
 def min_bytes(B: int, n: int, d: int, itemsize: int, mode: str) -> int:
     """Bytes a call of `mode` moves at the least, without a mask: each tensor its ops read,
     read once, and each one they write, written once. Forward: dep, head, value and bias in,
-    out (and lse, float32 but for float64 inputs, in the "+lse" modes) out. Backward: grad_out, dep, head, value and
-    bias in (the recomputing backward, no lse saved, recomputes out), and with lse the saved out
-    and lse too; d_dep, d_head, d_value and d_bias out."""
+    out (and lse, float32 but for float64 inputs, in the "+lse" modes) out. Backward:
+    grad_out, dep, head, value and bias in (the recomputing backward, no lse saved, recomputes
+    out), and with lse the saved out and lse too; d_dep, d_head, d_value and d_bias out."""
     x = B * n * d * itemsize
     lse = B * n * d * max(itemsize, 4)  # the accumulation dtype: float32, float64 for float64
     bias = d * itemsize
@@ -205,7 +205,8 @@ def measure(backend, dtype, B, n, d, block_len, mode, profile_host=False):
 # Read by the CUDA launcher at every call (csrc/cuda/masked_block_attn_cuda.cu).
 TUNING_VARIABLES = ("BLOSA_CUDA_TILE", "BLOSA_CUDA_BACKWARD", "BLOSA_CUDA_FORWARD",
                     "BLOSA_CUDA_SMALL_VEC", "BLOSA_CUDA_SMALL_PERSISTENT",
-                    "BLOSA_CUDA_SMALL_DENSE", "BLOSA_CUDA_SMALL_LOADS_FIRST", "BLOSA_CUDA_SMALL_RCP")
+                    "BLOSA_CUDA_SMALL_DENSE", "BLOSA_CUDA_SMALL_LOADS_FIRST",
+                    "BLOSA_CUDA_SMALL_RCP")
 
 
 def variant_env(variant: str) -> dict[str, str]:
@@ -399,7 +400,8 @@ def run_job(job, bound: float, skipped: dict, bandwidth: float) -> dict | None:
                block_len=r, mode=mode, ms=round(ms, 4), kernel_ms=round(kernel_ms, 4),
                kernels={k: round(v, 4) for k, v in kernels.items()}, elements=el, rate=rate,
                call_rate=el / (ms * 1e-3), bound=bound, fraction_of_bound=rate / bound,
-               min_bytes=moved, memory_bound=by_memory, fraction_of_memory_bound=rate / by_memory,
+               min_bytes=moved, memory_bound=by_memory,
+               fraction_of_memory_bound=rate / by_memory,
                peak_mib=round(peak / 2**20, 1),
                bnd_mib=round(B * n * d * DTYPES[dname].itemsize / 2**20, 1))
     print(f"  {label:12s} {dname:8s} {cname:12s} {mode:11s} call {ms:8.3f} ms, kernels "
@@ -471,8 +473,8 @@ def main(argv=None):
         print("\n".join(picks))
     with open(args.out, "w") as f:
         json.dump(dict(device=name, torch=torch.__version__, bound=bound, bandwidth=bandwidth,
-                       skipped=skipped,
-                       seconds=round(time.perf_counter() - t_start, 1), records=records,
+                       skipped=skipped, seconds=round(time.perf_counter() - t_start, 1),
+                       records=records,
                        triton_picks=picks), f, indent=1)
     print(f"\nwrote {args.out} ({time.perf_counter() - t_start:.0f} s)")
     return 0
