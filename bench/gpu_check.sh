@@ -105,7 +105,8 @@ done
 # counters (not on every machine; a failure here does not fail the check). MemoryWorkloadAnalysis:
 # L1 and L2 hit rates and how busy each memory unit is, for the r = 8 kernels, whose L2 was
 # 72-86% busy for 44-53% of DRAM's bandwidth on 2026-11-28 (a warp's 16-bit load or store of a
-# row, 64 bytes at a 600-byte row pitch, touches 2.8 sectors on average; bench/RESULTS.md).
+# row, 64 bytes at a 600-byte row pitch, is mostly not aligned to 32-byte sectors;
+# bench/RESULTS.md).
 NCU=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | tail -1)
 SECTIONS=(--section SpeedOfLight --section ComputeWorkloadAnalysis --section WarpStateStats
           --section Occupancy --section MemoryWorkloadAnalysis)

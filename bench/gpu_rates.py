@@ -1,6 +1,7 @@
 """Score-element rates of the GPU backends of masked_block_attn (CUDA C++ and Triton).
 
     python bench/gpu_rates.py --out rates.json
+    python bench/gpu_rates.py --memory-bounds 4.8e12
 
 Measures forward and forward+backward of every available GPU backend at B=64, d=300, n=384
 with blocks of r=8 and with one block, and full DiSA (one block) at B=8, n=8192, d=300
@@ -93,6 +94,20 @@ def memory_bound(elements_: int, bytes_: int, bandwidth: float) -> float:
     """Elements/s a call could reach if moving its bytes at the full bandwidth were all it
     cost: at r = 8 the bytes take as long as the tanh and exp (bfloat16) or longer (float32)."""
     return elements_ / (bytes_ / bandwidth)
+
+
+def memory_bound_table(bandwidth: float) -> list[str]:
+    """Markdown rows of every config, dtype and mode: its least bytes (min_bytes) and the rate
+    they allow at `bandwidth` B/s (memory_bound). Needs no GPU: `--memory-bounds`."""
+    rows = ["| config | dtype | mode | least MB | memory bound (elements/s) |",
+            "|---|---|---|---|---|"]
+    for cname, B, n, d, r, modes in CONFIGS:
+        for dname, dtype in DTYPES.items():
+            for mode in modes:
+                moved = min_bytes(B, n, d, dtype.itemsize, mode)
+                rows.append(f"| {cname} | {dname} | {mode} | {moved / 1e6:.1f} | "
+                            f"{memory_bound(elements(B, n, d, r), moved, bandwidth):.3g} |")
+    return rows
 
 
 @contextlib.contextmanager
@@ -416,7 +431,10 @@ def run_job(job, bound: float, skipped: dict, bandwidth: float) -> dict | None:
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--out", required=True, help="JSON file to write")
+    ap.add_argument("--out", help="JSON file to write (required but with --memory-bounds)")
+    ap.add_argument("--memory-bounds", type=float, metavar="BYTES_PER_S",
+                    help="print each case's least bytes and memory bound at this DRAM bandwidth "
+                         "(e.g. 4.8e12, an H200's) and stop: no GPU needed")
     ap.add_argument("--backends", default=",".join(BACKENDS))
     ap.add_argument("--cuda-variants", default="",
                     help="comma-separated CUDA kernel variants to compare with the default, "
@@ -425,6 +443,11 @@ def main(argv=None):
                     help="comma-separated Triton kernel variants to compare with the default, "
                          "e.g. split,fast32,split+fast32")
     args = ap.parse_args(argv)
+    if args.memory_bounds:
+        print("\n".join(memory_bound_table(args.memory_bounds)))
+        return 0
+    if not args.out:
+        ap.error("--out is required")
     if not torch.cuda.is_available():
         print("no CUDA device; nothing to measure")
         return 1

@@ -49,7 +49,7 @@ def test_least_bytes_are_those_of_the_ops_tensors(dtype):
     # op's inputs and outputs, then the backward op's (the recomputing backward, handed an empty
     # lse, recomputes out instead of reading it).
     B, n, d = 2, 24, 5
-    gen = torch.Generator().manual_seed(int(time.time() * 1e6) % 2**31)
+    gen = generator_for("least-bytes", dtype)
     dep, head, value, grad_out = (torch.randn(B, n, d, generator=gen, dtype=dtype) for _ in range(4))
     bias = torch.randn(d, generator=gen, dtype=dtype)
     inputs = (dep, head, value, bias)
@@ -63,6 +63,17 @@ def test_least_bytes_are_those_of_the_ops_tensors(dtype):
             moved += tensor_bytes(grad_out, *inputs, *grads) + (tensor_bytes(out, lse) if with_lse else 0)
         assert lse.numel() == (B * n * d if with_lse else 0)
         assert gpu_rates.min_bytes(B, n, d, dtype.itemsize, mode) == moved, mode
+
+
+def test_memory_bounds_print_without_a_gpu(capsys):
+    # `gpu_rates.py --memory-bounds B_PER_S`: one row per config, dtype and mode, whose rate is
+    # the config's elements over its least bytes' time at that bandwidth.
+    assert gpu_rates.main(["--memory-bounds", "4e12"]) == 0
+    rows = [r for r in capsys.readouterr().out.splitlines() if r.startswith("| r=8 | bfloat16")]
+    assert [r.split(" | ")[2] for r in rows] == ["fwd", "fwd+lse", "fwd+bwd", "fwd+bwd+lse"]
+    moved = gpu_rates.min_bytes(64, 384, 300, 2, "fwd")
+    assert rows[0].endswith(f"| {moved / 1e6:.1f} | "
+                            f"{gpu_rates.elements(64, 384, 300, 8) / (moved / 4e12):.3g} |")
 
 
 def test_variant_sweep_runs_each_cuda_variant_on_the_config_it_changes():
