@@ -67,15 +67,16 @@ export PYTHONPATH="$PWD/python:$PWD${PYTHONPATH:+:$PYTHONPATH}"
 echo "built in $((SECONDS - start)) s"
 
 step "kernel rates"
-# Two variants against the defaults, not yet measured: CUDA's dense 16-bit forward taking 1 / sum
-# from Newton steps on the FMA pipe (rcp-fma; BLOSA_CUDA_SMALL_RCP), and Triton's d_bias by a
-# matrix-vector product with ones (bias-mv; configs.BIAS_SUM). The others (CUDA general,
+# Three variants against the defaults, not yet measured: CUDA's dense 16-bit forward taking 1 / sum
+# from Newton steps on the FMA pipe (rcp-fma; BLOSA_CUDA_SMALL_RCP), Triton's d_bias by a
+# matrix-vector product with ones (bias-mv; configs.BIAS_SUM) and Triton's per-pair 16-bit
+# 1 / sum from Newton steps (rcp-newton; configs.PAIRS_RECIPROCAL). The others (CUDA general,
 # loads-later, stream, split, stream+split, tile4, vec2, persistent, persistent+vec2; Triton
 # split, per-block, general, fast32) gave the same verdict on two or three H200 runs
 # (bench/RESULTS.md) and take `--cuda-variants` / `--triton-variants` by hand: their time goes
 # to the tests.
 timed rates ${RATES_TIMEOUT:-150} $PY bench/gpu_rates.py --out "$LOG/rates.json" \
-  --cuda-variants rcp-fma --triton-variants bias-mv > "$LOG/rates.md" 2>&1
+  --cuda-variants rcp-fma --triton-variants bias-mv,rcp-newton > "$LOG/rates.md" 2>&1
 rates_status=$?
 
 step "host overhead"

@@ -261,11 +261,11 @@ def variant_env(variant: str) -> dict[str, str]:
 def variant_config(variant: str):
     """The config a kernel variant changes the kernels of: r = 8 for "vecN", "persistent",
     "general" (CUDA's and Triton's), "loads-first", "loads-later", "rcp-fma", "rcp-mufu",
-    "per-block" and "bias-mv" (the small-block kernels and their d_bias), else one block (the
-    tiled and row-tile kernels)."""
+    "per-block", "bias-mv" and "rcp-newton" (the small-block kernels and their d_bias), else
+    one block (the tiled and row-tile kernels)."""
     small = any(part.startswith("vec") or part in ("persistent", "general", "loads-first",
                                                     "loads-later", "rcp-fma", "rcp-mufu",
-                                                    "per-block", "bias-mv")
+                                                    "per-block", "bias-mv", "rcp-newton")
                 for part in variant.split("+"))
     return next(c for c in CONFIGS if c[0] == ("r=8" if small else "one block"))
 
@@ -278,6 +278,7 @@ TRITON_VARIANT_PARTS = {
     "per-block": {"PAIRS_MAX": 0},  # blocks of up to 8 by the per-block kernels, not per pair
     "general": {"PAIRS_DENSE": False},  # the per-pair kernels with the mask and row tests
     "bias-mv": {"BIAS_SUM": "mv"},  # d_bias by a matrix-vector product with ones, not ATen's sum
+    "rcp-newton": {"PAIRS_RECIPROCAL": "newton"},  # per-pair 16-bit 1 / sum by Newton steps
 }
 
 
@@ -286,8 +287,9 @@ def triton_variant_settings(variant: str) -> dict:
     (the backward of blocks longer than 64), "fast32" (tanh.approx.f32 for float32 inputs
     too), "per-block" (the per-block kernels for blocks of up to 8, in place of the per-pair
     ones), "general" (the per-pair kernels with their mask and row tests even where there is
-    no mask and every block is whole) and "bias-mv" (d_bias by a matrix-vector product with
-    ones), e.g. "split+fast32"."""
+    no mask and every block is whole), "bias-mv" (d_bias by a matrix-vector product with
+    ones) and "rcp-newton" (the per-pair kernels' 16-bit 1 / sum from Newton steps on the FMA
+    pipe, not a division), e.g. "split+fast32"."""
     settings = {}
     for part in variant.split("+"):
         if part not in TRITON_VARIANT_PARTS:

@@ -38,7 +38,7 @@ import triton.language as tl
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-from blosa_kernels._math import tanh_exact_denominator, tanh_f32  # noqa: E402
+from blosa_kernels._math import reciprocal_newton, tanh_exact_denominator, tanh_f32  # noqa: E402
 from cuda_timing import time_ms  # noqa: E402  (bench/, the script's own folder)
 
 CLOCK_HZ = 1.98e9  # H100/H200 SXM boost clock, as in gpu_rates.py
@@ -78,11 +78,8 @@ def reciprocal_fma(y):
     FMA and integer units only: a first guess from the bits (a magic constant minus y's bits,
     relative error under 5.1% on that range), then three Newton steps r += r·(1 - y·r), each
     squaring the error (2.6e-3, 6.6e-6, then about an ulp). Seven instructions in place of one
-    special-function op."""
-    r = (0x7EF311C3 - y.to(tl.int32, bitcast=True)).to(tl.float32, bitcast=True)
-    for _ in tl.static_range(3):
-        r = tl.fma(r, tl.fma(-y, r, 1.0), r)
-    return r
+    special-function op (_math.reciprocal_newton with 3 steps)."""
+    return reciprocal_newton(y, 3)
 
 
 @triton.jit

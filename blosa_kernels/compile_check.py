@@ -75,20 +75,26 @@ def cases():
     # backward recomputing it), with a mask, then without one in whole blocks (DENSE: the
     # benchmark's), then lse, the running max, short blocks (R = 4, 1), every direction.
     pair = dict(flags, FIXED_PIVOT=True, DENSE=False, INDEX64=False, R=8, BLOCK=128)
-    yield pairs.fwd_pairs_kernel, "bf16", dict(pair, **no_lse, FAST_TANH=True)
-    yield pairs.fwd_pairs_kernel, "bf16", dict(pair, **no_lse, FAST_TANH=True, DENSE=True)
-    yield pairs.fwd_pairs_kernel, "fp32", dict(pair, **lse, DIR=1, FAST_TANH=False)
-    yield pairs.fwd_pairs_kernel, "fp16", dict(pair, **no_lse, DIR=2, FIXED_PIVOT=False, FAST_TANH=True, R=4)
-    yield pairs.fwd_pairs_kernel, "bf16", dict(pair, **lse, DIR=3, FAST_TANH=True, DENSE=True)
-    yield pairs.bwd_pairs_kernel, "bf16", dict(pair, SAVED_LSE=False, FAST_TANH=True)
-    yield pairs.bwd_pairs_kernel, "bf16", dict(pair, SAVED_LSE=False, FAST_TANH=True, DENSE=True)
-    yield pairs.bwd_pairs_kernel, "fp32", dict(pair, SAVED_LSE=True, DIR=3, FAST_TANH=False)
-    yield pairs.bwd_pairs_kernel, "fp16", dict(pair, SAVED_LSE=False, FIXED_PIVOT=False, DIR=2, FAST_TANH=True,
+    fwd_pair = bwd_pair = dict(pair, RCP_STEPS=0)
+    yield pairs.fwd_pairs_kernel, "bf16", dict(fwd_pair, **no_lse, FAST_TANH=True)
+    yield pairs.fwd_pairs_kernel, "bf16", dict(fwd_pair, **no_lse, FAST_TANH=True, DENSE=True)
+    yield pairs.fwd_pairs_kernel, "fp32", dict(fwd_pair, **lse, DIR=1, FAST_TANH=False)
+    yield pairs.fwd_pairs_kernel, "fp16", dict(fwd_pair, **no_lse, DIR=2, FIXED_PIVOT=False, FAST_TANH=True, R=4)
+    yield pairs.fwd_pairs_kernel, "bf16", dict(fwd_pair, **lse, DIR=3, FAST_TANH=True, DENSE=True)
+    yield pairs.bwd_pairs_kernel, "bf16", dict(bwd_pair, SAVED_LSE=False, FAST_TANH=True)
+    yield pairs.bwd_pairs_kernel, "bf16", dict(bwd_pair, SAVED_LSE=False, FAST_TANH=True, DENSE=True)
+    yield pairs.bwd_pairs_kernel, "fp32", dict(bwd_pair, SAVED_LSE=True, DIR=3, FAST_TANH=False)
+    yield pairs.bwd_pairs_kernel, "fp16", dict(bwd_pair, SAVED_LSE=False, FIXED_PIVOT=False, DIR=2, FAST_TANH=True,
                                                R=4, DENSE=True)
-    yield pairs.bwd_pairs_kernel, "fp32", dict(pair, SAVED_LSE=False, DIR=1, FAST_TANH=False, R=1)
+    yield pairs.bwd_pairs_kernel, "fp32", dict(bwd_pair, SAVED_LSE=False, DIR=1, FAST_TANH=False, R=1)
+    # 1 / sum by Newton steps (configs.PAIRS_RECIPROCAL = "newton"): the forward's 2 (bfloat16)
+    # and 3 (float16), the backward's 3.
+    yield pairs.fwd_pairs_kernel, "bf16", dict(fwd_pair, **no_lse, FAST_TANH=True, DENSE=True, RCP_STEPS=2)
+    yield pairs.fwd_pairs_kernel, "fp16", dict(fwd_pair, **lse, FAST_TANH=True, RCP_STEPS=3)
+    yield pairs.bwd_pairs_kernel, "bf16", dict(bwd_pair, SAVED_LSE=False, FAST_TANH=True, DENSE=True, RCP_STEPS=3)
     # Element indices in int64 (more than configs.PAIRS_INDEX32_MAX elements).
-    yield pairs.fwd_pairs_kernel, "bf16", dict(pair, **no_lse, FAST_TANH=True, INDEX64=True)
-    yield pairs.bwd_pairs_kernel, "bf16", dict(pair, SAVED_LSE=False, FAST_TANH=True, DENSE=True,
+    yield pairs.fwd_pairs_kernel, "bf16", dict(fwd_pair, **no_lse, FAST_TANH=True, INDEX64=True)
+    yield pairs.bwd_pairs_kernel, "bf16", dict(bwd_pair, SAVED_LSE=False, FAST_TANH=True, DENSE=True,
                                                INDEX64=True)
     # First, for the autotune configs: the one-block forward of a bfloat16 training step (lse
     # written for the row-tile backward), the benchmark's.

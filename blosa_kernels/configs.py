@@ -52,6 +52,30 @@ PAIRS_MAX = 8 if _PAIRS == "1" else 0
 # to load and no test of a row's existence: at r = 8, bfloat16, 26% fewer instructions forward
 # and 18% backward on sm_90. False gives them the general per-pair kernels.
 PAIRS_DENSE = True
+# How the per-pair kernels take each query's 1 / sum for 16-bit inputs: "div", a division (one
+# special-function op, of 64 a (block, feature) element in the dense bfloat16 r = 8 forward,
+# whose 56 tanh and exp are its work, and a slow-path test), or "newton", Newton steps on the FMA
+# pipe (_math.reciprocal_newton), as CUDA's BLOSA_CUDA_SMALL_RCP=fma: that forward 64 -> 57
+# special-function ops and 480 -> 464 instructions (sm_90, triton 3.8; `python -m
+# blosa_kernels.compile_check --cubin-dir DIR`, then `python bench/sass_loads.py --whole --so`).
+# float32 keeps the division. "div" until "newton" is measured (gpu_rates variant rcp-newton).
+PAIRS_RECIPROCAL = "div"
+
+
+def pairs_reciprocal_steps(dtype_name: str, backward: bool = False) -> int:
+    """RCP_STEPS of a per-pair kernel for inputs of dtype `dtype_name` ("bfloat16", ...): 0 (the
+    division) unless PAIRS_RECIPROCAL is "newton" and the inputs are 16-bit. Then the forward's
+    output takes 2 steps in bfloat16 (relative error about 6.6e-6 against its half ulp, 2^-8)
+    and 3 in float16; the backward's 3 (an ulp or two of float32), since its 1 / sum scales
+    float32 gradients, some of them summed unrounded into d_bias."""
+    if PAIRS_RECIPROCAL not in ("div", "newton"):
+        raise ValueError(f"configs.PAIRS_RECIPROCAL must be 'div' or 'newton', "
+                         f"got {PAIRS_RECIPROCAL!r}")
+    if PAIRS_RECIPROCAL == "div" or dtype_name not in ("bfloat16", "float16"):
+        return 0
+    return 2 if dtype_name == "bfloat16" and not backward else 3
+
+
 # How d_bias sums its rows (the per-block kernels' [B · n/r, d] float32 sums, or d_head over
 # batch and queries): "sum", ATen's reduction (0.011 ms of the 0.073 ms bfloat16 r = 8
 # forward+backward on an H200, 2026-11-28), or "mv", a matrix-vector product with ones (one
@@ -188,8 +212,8 @@ PLAIN = {
     "bwd_dkv_sums": backward.bwd_dkv_sums_kernel,
 }
 CONFIGS = {
-    "fwd_pairs": (PAIRS_CONFIGS, _SMALL_KEY),
-    "bwd_pairs": (PAIRS_CONFIGS, _SMALL_KEY),
+    "fwd_pairs": (PAIRS_CONFIGS, _SMALL_KEY + ["RCP_STEPS"]),
+    "bwd_pairs": (PAIRS_CONFIGS, _SMALL_KEY + ["RCP_STEPS"]),
     "fwd_blocks": (BLOCK_CONFIGS, _SMALL_KEY),
     "fwd_rows": (ROWS_CONFIGS, _ROWS_KEY),
     "bwd_blocks": (BLOCK_BWD_CONFIGS, _SMALL_KEY),

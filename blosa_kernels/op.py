@@ -105,6 +105,7 @@ class _Launch:
         self.traced = traced and not configs.INTERPRET
         B, n, d = dep.shape
         self.B, self.n, self.d, self.dtype = B, n, d, dep.dtype
+        self.dtype_name = str(dep.dtype).split(".")[-1]  # "bfloat16", ...
         self.r, self.R = _block_lengths(n, block_len)
         self.nblk = _cdiv(n, self.r) if n else 0
         self.small = self.R <= configs.SMALL_BLOCK_MAX
@@ -122,7 +123,7 @@ class _Launch:
         self.c, self.inv_c, self.c_log2e = scale, 1.0 / scale, scale * math.log2(math.e)
         self.flags = dict(
             DIR=DIRECTION_CODE[direction],
-            FAST_TANH=(not configs.INTERPRET) and str(dep.dtype).split(".")[-1] in configs.FAST_TANH_DTYPES,
+            FAST_TANH=(not configs.INTERPRET) and self.dtype_name in configs.FAST_TANH_DTYPES,
         )
         self.buckets = (1 << max(int(n) - 1, 0).bit_length(), self.R)
 
@@ -212,7 +213,7 @@ def _forward(dep, head, value, bias, mask, block_len, direction, scale, compute_
         _launch(
             "fwd_pairs", L, L.pairs_grid(), dep, head, value, bias_arg, mask_arg, out, lse_arg,
             L.n, L.d, L.r, L.nblk, L.elements, L.c, L.inv_c, L.c_log2e, R=L.R, DENSE=L.dense,
-            INDEX64=L.index64, **flags,
+            INDEX64=L.index64, RCP_STEPS=configs.pairs_reciprocal_steps(L.dtype_name), **flags,
         )
     elif L.small:
         _launch(
@@ -272,7 +273,8 @@ def _backward_kernels(grad_out, dep, head, value, bias, mask, out, lse, block_le
                      FIXED_PIVOT=saved_lse or L.c <= configs.FIXED_PIVOT_MAX_SCALE)
         if L.pairs:
             _launch("bwd_pairs", L, L.pairs_grid(), *tensors, L.n, L.d, L.r, L.nblk, L.elements,
-                    *scalars, DENSE=L.dense, INDEX64=L.index64, **flags)
+                    *scalars, DENSE=L.dense, INDEX64=L.index64,
+                    RCP_STEPS=configs.pairs_reciprocal_steps(L.dtype_name, backward=True), **flags)
         else:
             _launch("bwd_blocks", L, L.blocks_grid(), *tensors, L.n, L.d, L.r, L.nblk, *scalars,
                     ROW_AXIS=configs.BLOCK_ROW_AXIS, **flags)

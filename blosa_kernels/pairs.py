@@ -32,13 +32,14 @@ Arguments as the per-block kernels': pointers to contiguous [B, n, d] tensors (l
 bias [d] (zeros when None), mask [B, n] uint8 (ones when None); n, d, r (the resolved block
 length, <= R), nblk, total = B · nblk · d (the elements), scalars c, 1/c, c·log2(e); DIR 0
 forward / 1 backward / 2 diag / 3 all; INDEX64 where total comes within a program of 2^31
-(element indices in int64; configs.PAIRS_INDEX32_MAX).
+(element indices in int64; configs.PAIRS_INDEX32_MAX); RCP_STEPS, Newton steps of each query's
+1 / sum in place of the division (0: the division; configs.pairs_reciprocal_steps).
 """
 import triton
 import triton.language as tl
 
-from blosa_kernels._math import (LOG2E, f32, online_softmax_step, softmax_result, tanh_arg,
-                                 tanh_f32)
+from blosa_kernels._math import (LOG2E, f32, online_softmax_step, reciprocal_newton,
+                                 softmax_result, tanh_arg, tanh_f32)
 
 
 @triton.constexpr_function
@@ -129,7 +130,7 @@ def fwd_pairs_kernel(
     n, d, r, nblk, total, c, inv_c, c_log2e,
     DIR: tl.constexpr,
     FIXED_PIVOT: tl.constexpr, FAST_TANH: tl.constexpr, WRITE_LSE: tl.constexpr,
-    DENSE: tl.constexpr, INDEX64: tl.constexpr,
+    DENSE: tl.constexpr, INDEX64: tl.constexpr, RCP_STEPS: tl.constexpr,
     R: tl.constexpr, BLOCK: tl.constexpr,
 ):
     c, inv_c, c_log2e = f32(c), f32(inv_c), f32(c_log2e)
@@ -160,7 +161,7 @@ def fwd_pairs_kernel(
                 t = tanh_f32(tanh_arg(b_q, inv_c, deps[u]), FAST_TANH)
                 b_sum, b_acc, b_m = online_softmax_step(b_sum, b_acc, b_m, t, vals[u], allow,
                                                         c_log2e, FIXED_PIVOT)
-        b_out, b_lse = softmax_result(b_sum, b_acc, b_m, b_sum > 0.0, c, FIXED_PIVOT)
+        b_out, b_lse = softmax_result(b_sum, b_acc, b_m, b_sum > 0.0, c, FIXED_PIVOT, RCP_STEPS)
         tl.store(out + base + v * d, b_out.to(out.dtype.element_ty), mask=m_v)
         if WRITE_LSE:
             tl.store(lse + base + v * d, b_lse, mask=m_v)
@@ -169,14 +170,15 @@ def fwd_pairs_kernel(
 @triton.jit
 def query_probs(deps, reals, real_v, b_q, b_nlse2, inv_c, c_log2e, v: tl.constexpr,
                 DIR: tl.constexpr, R: tl.constexpr, FAST_TANH: tl.constexpr,
-                SAVED_LSE: tl.constexpr, FIXED_PIVOT: tl.constexpr):
+                SAVED_LSE: tl.constexpr, FIXED_PIVOT: tl.constexpr, RCP_STEPS: tl.constexpr):
     """Query v's t = tanh(z / c) with each key of its block and its softmax probabilities as
     p = e · inv: two tuples of R [BLOCK] tiles, t and e (b_q where the direction forbids the
     pair: never read), and inv [BLOCK]. With the saved lse (b_nlse2 = -lse·log2(e)) e is p and
     inv 1; without it e = exp(s - pivot) from the keys held here and inv = 1 / Σ e: a sum and
     a division per query, no tanh or exp more (pivot c, or the largest allowed score, at least
     -c, so a query with no key sums to 0 and gets p = 0). Left unnormalized, e serves the
-    backward's per-pair products with inv folded into per-query factors."""
+    backward's per-pair products with inv folded into per-query factors. RCP_STEPS > 0: inv
+    from reciprocal_newton rather than a division."""
     ts = ()
     es = ()
     m2 = tl.full(b_q.shape, -1.0, dtype=tl.float32) * c_log2e
@@ -204,6 +206,10 @@ def query_probs(deps, reals, real_v, b_q, b_nlse2, inv_c, c_log2e, v: tl.constex
             es = es + (b_q,)
     if SAVED_LSE:
         inv = tl.full(b_q.shape, 1.0, dtype=tl.float32)
+    elif RCP_STEPS > 0:
+        # total is 0 (no key) or normal, as softmax_result's sum.
+        inv = tl.where(total > 0.0, reciprocal_newton(tl.where(total > 0.0, total, 1.0), RCP_STEPS),
+                       0.0)
     else:
         inv = tl.where(total > 0.0, 1.0 / total, 0.0)
     return ts, es, inv
@@ -217,7 +223,7 @@ def bwd_pairs_kernel(
     FAST_TANH: tl.constexpr,
     SAVED_LSE: tl.constexpr,
     FIXED_PIVOT: tl.constexpr,
-    DENSE: tl.constexpr, INDEX64: tl.constexpr,
+    DENSE: tl.constexpr, INDEX64: tl.constexpr, RCP_STEPS: tl.constexpr,
     R: tl.constexpr, BLOCK: tl.constexpr,
 ):
     inv_c, c_log2e = f32(inv_c), f32(c_log2e)
@@ -248,7 +254,7 @@ def bwd_pairs_kernel(
         else:
             b_nlse2 = b_q  # unused
         ts, es, inv = query_probs(deps, reals, real_v, b_q, b_nlse2, inv_c, c_log2e, v, DIR, R,
-                                  FAST_TANH, SAVED_LSE, FIXED_PIVOT)
+                                  FAST_TANH, SAVED_LSE, FIXED_PIVOT, RCP_STEPS)
         # The query's output recomputed in float32 from the keys held here, not read from the
         # saved `out` (rounded to the input dtype: its error would be summed into d_bias).
         b_o = tl.zeros_like(b_q)

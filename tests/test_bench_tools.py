@@ -151,6 +151,9 @@ def test_variants_combine():
     assert gpu_rates.variant_config("rcp-fma")[0] == "r=8"
     assert gpu_rates.triton_variant_settings("bias-mv") == {"BIAS_SUM": "mv"}
     assert gpu_rates.variant_config("bias-mv")[0] == "r=8"
+    assert gpu_rates.triton_variant_settings("rcp-newton+bias-mv") == {
+        "PAIRS_RECIPROCAL": "newton", "BIAS_SUM": "mv"}
+    assert gpu_rates.variant_config("rcp-newton")[0] == "r=8"
 
 
 @pytest.mark.parametrize("variant, part", [("tile", "'tile'"), ("fused+tilex", "'tilex'"),

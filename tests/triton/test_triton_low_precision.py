@@ -9,9 +9,9 @@ import pytest
 import torch
 
 from blosa.reference import masked_block_attn_ref
-from blosa_kernels import masked_block_attn_triton
-from triton_testing import (DEVICE, assert_within_twice_reference, make_inputs, reference64, run,
-                            use_path)
+from blosa_kernels import configs, masked_block_attn_triton
+from triton_testing import (DEVICE, assert_within_twice_reference, make_inputs, record_launches,
+                            reference64, run, use_path)
 
 NAMES = ("out", "d_dep", "d_head", "d_value", "d_bias")
 CASES = [  # (B, n, d, block_len, direction, mask, path)
@@ -39,3 +39,36 @@ def test_low_precision_within_twice_reference_error(request, dtype, case):
     want = reference64(*inputs, *settings)
     assert all(g.dtype == dtype for g in got), [g.dtype for g in got]
     assert_within_twice_reference(NAMES, got, low, want)
+
+
+NEWTON_CASES = [  # (B, n, d, block_len, direction, mask, scale): per-pair kernels only
+    (2, 16, 8, 8, "forward", "none", 5.0),  # dense: no mask, whole blocks (the benchmark's)
+    (2, 13, 8, 4, "all", "holes", 5.0),  # a short last block, padding, fully masked rows
+    (2, 16, 8, 8, "diag", "right_pad", 100.0),  # the running-max softmax
+    (3, 5, 7, 1, "backward", "holes", 5.0),  # block_len 1: no query has a key
+]
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=["fp16", "bf16"])
+@pytest.mark.parametrize("case", NEWTON_CASES, ids=lambda c: "-".join(map(str, c)))
+def test_newton_reciprocal_within_twice_reference_error(monkeypatch, dtype, case):
+    # configs.PAIRS_RECIPROCAL = "newton": the per-pair kernels take 1 / sum from Newton steps
+    # (the forward 2 in bfloat16 and 3 in float16, the backward 3), judged as the division is.
+    B, n, d, block_len, direction, mask_kind, scale = case
+    monkeypatch.setattr(configs, "PAIRS_RECIPROCAL", "newton")
+    steps = record_launches(monkeypatch, "RCP_STEPS")
+    seed = sum(map(ord, repr(case))) + dtype.itemsize
+    inputs = make_inputs(B, n, d, mask_kind, True, seed, dtype, DEVICE)
+    settings = (block_len, direction, scale)
+    got = run(masked_block_attn_triton, *inputs, *settings)
+    assert steps == [("fwd_pairs", 2 if dtype == torch.bfloat16 else 3), ("bwd_pairs", 3)]
+    low = run(masked_block_attn_ref, *inputs, *settings)
+    assert_within_twice_reference(NAMES, got, low, reference64(*inputs, *settings))
+
+
+def test_newton_reciprocal_leaves_float32_to_the_division(monkeypatch):
+    monkeypatch.setattr(configs, "PAIRS_RECIPROCAL", "newton")
+    steps = record_launches(monkeypatch, "RCP_STEPS")
+    inputs = make_inputs(2, 16, 5, "holes", True, 3, torch.float32, DEVICE)
+    run(masked_block_attn_triton, *inputs, 8, "forward", 5.0)
+    assert steps == [("fwd_pairs", 0), ("bwd_pairs", 0)]

@@ -1,5 +1,6 @@
 """The float32 tanh of the Triton kernels (blosa_kernels._math.tanh_f32 without FAST), alone,
-and the candidate reciprocal that bench/sfu_peak.py times for it.
+the candidate reciprocal that bench/sfu_peak.py times for it, and the Newton reciprocal of the
+per-pair kernels' sums (_math.reciprocal_newton, configs.PAIRS_RECIPROCAL = "newton").
 
 Every float32 call on a GPU, and every call in the interpreter, computes its scores with tanh_f32,
 so the op's tests check it through the outputs; this checks its error directly, against float64,
@@ -12,7 +13,7 @@ import torch
 import triton
 import triton.language as tl
 
-from blosa_kernels._math import tanh_f32
+from blosa_kernels._math import reciprocal_newton, tanh_f32
 from triton_testing import DEVICE
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
@@ -38,10 +39,18 @@ def _reciprocal_kernel(y_ptr, out_ptr, n, BLOCK: tl.constexpr):
     tl.store(out_ptr + offs, reciprocal_fma(tl.load(y_ptr + offs, mask=m, other=1.0)), mask=m)
 
 
-def _apply(kernel, x):
+@triton.jit
+def _newton_kernel(y_ptr, out_ptr, n, STEPS: tl.constexpr, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    m = offs < n
+    y = tl.load(y_ptr + offs, mask=m, other=1.0)
+    tl.store(out_ptr + offs, reciprocal_newton(y, STEPS), mask=m)
+
+
+def _apply(kernel, x, **constexprs):
     out = torch.empty_like(x)
     block = 1024
-    kernel[(triton.cdiv(x.numel(), block),)](x, out, x.numel(), BLOCK=block)
+    kernel[(triton.cdiv(x.numel(), block),)](x, out, x.numel(), BLOCK=block, **constexprs)
     return out
 
 
@@ -70,3 +79,18 @@ def test_fma_reciprocal_is_within_an_ulp_or_two():
     got = _apply(_reciprocal_kernel, y.to(DEVICE)).cpu().double()
     rel = (got * y.double() - 1).abs()
     assert rel.max().item() <= 2.5e-7, f"max relative error {rel.max().item():.3g}"
+
+
+def test_newton_reciprocal_error_per_step():
+    # The range of the sums it takes: the fixed pivot's smallest term, exp(-2 · 40) > 2^-116, up
+    # to 8 (eight terms of at most 1), and more binades both sides. The magic first guess is
+    # within 5.1% everywhere (the same in every binade), and each step squares the error: 2
+    # steps (bfloat16 outputs) 6.6e-6, 3 (float16 outputs, gradients) an ulp or two.
+    gen = torch.Generator().manual_seed(int(torch.randint(0, 2**31, ()).item()))
+    y = torch.cat([2.0 ** (torch.rand(40000, generator=gen, dtype=torch.float64) * 160 - 126),
+                   torch.linspace(1, 4, 20001, dtype=torch.float64),
+                   torch.tensor([2.0 ** -116, 1.0, 8.0], dtype=torch.float64)]).float()
+    for steps, bound in ((0, 0.052), (1, 2.6e-3), (2, 6.7e-6), (3, 2.5e-7)):
+        got = _apply(_newton_kernel, y.to(DEVICE), STEPS=steps).cpu().double()
+        rel = (got * y.double() - 1).abs()
+        assert rel.max().item() <= bound, f"{steps} steps: max relative error {rel.max().item():.3g}"

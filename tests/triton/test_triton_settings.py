@@ -50,6 +50,27 @@ def test_bad_pairs_setting_is_named():
     assert "BLOSA_TRITON_PAIRS must be '0' or '1', got 'yes'" in proc.stderr
 
 
+@pytest.mark.parametrize("setting, dtype, backward, steps", [
+    ("div", "bfloat16", False, 0), ("div", "float16", True, 0),
+    ("newton", "bfloat16", False, 2), ("newton", "bfloat16", True, 3),
+    ("newton", "float16", False, 3), ("newton", "float16", True, 3),
+    ("newton", "float32", False, 0), ("newton", "float32", True, 0),
+])
+def test_pairs_reciprocal_steps(monkeypatch, setting, dtype, backward, steps):
+    from blosa_kernels import configs
+
+    monkeypatch.setattr(configs, "PAIRS_RECIPROCAL", setting)
+    assert configs.pairs_reciprocal_steps(dtype, backward=backward) == steps
+
+
+def test_bad_pairs_reciprocal_setting_is_named(monkeypatch):
+    from blosa_kernels import configs
+
+    monkeypatch.setattr(configs, "PAIRS_RECIPROCAL", "rcp")
+    with pytest.raises(ValueError, match="PAIRS_RECIPROCAL must be 'div' or 'newton', got 'rcp'"):
+        configs.pairs_reciprocal_steps("bfloat16")
+
+
 @pytest.mark.parametrize("triton_version, numpy_version, refused", [
     ("3.6.0", "2.4.6", True),  # torch 2.11's triton with the newest numpy
     ("3.5.1", "2.4.0", True),
