@@ -230,8 +230,8 @@ def variant_env(variant: str) -> dict[str, str]:
     (BLOSA_CUDA_SMALL_VEC=N), "persistent" (BLOSA_CUDA_SMALL_PERSISTENT=1), "general"
     (BLOSA_CUDA_SMALL_DENSE=0: no dense small-block kernels), "loads-first" / "loads-later"
     (BLOSA_CUDA_SMALL_LOADS_FIRST=1, the default / 0: whether the dense kernels issue every
-    load before their math), "rcp-fma" / "rcp-mufu" (BLOSA_CUDA_SMALL_RCP=fma / mufu, the
-    default: whether the dense 16-bit forward with its loads first takes 1 / sum from Newton
+    load before their math), "rcp-fma" / "rcp-mufu" (BLOSA_CUDA_SMALL_RCP=fma, the default /
+    mufu: whether the dense 16-bit forward with its loads first takes 1 / sum from Newton
     steps on the FMA pipe or from the special-function unit), e.g. "stream+split"."""
     env = {}
     for part in variant.split("+"):
@@ -261,11 +261,12 @@ def variant_env(variant: str) -> dict[str, str]:
 def variant_config(variant: str):
     """The config a kernel variant changes the kernels of: r = 8 for "vecN", "persistent",
     "general" (CUDA's and Triton's), "loads-first", "loads-later", "rcp-fma", "rcp-mufu",
-    "per-block", "bias-mv" and "rcp-newton" (the small-block kernels and their d_bias), else
-    one block (the tiled and row-tile kernels)."""
+    "per-block", "bias-mv", "bias-sum", "rcp-newton" and "rcp-div" (the small-block kernels and
+    their d_bias), else one block (the tiled and row-tile kernels)."""
     small = any(part.startswith("vec") or part in ("persistent", "general", "loads-first",
                                                     "loads-later", "rcp-fma", "rcp-mufu",
-                                                    "per-block", "bias-mv", "rcp-newton")
+                                                    "per-block", "bias-mv", "bias-sum",
+                                                    "rcp-newton", "rcp-div")
                 for part in variant.split("+"))
     return next(c for c in CONFIGS if c[0] == ("r=8" if small else "one block"))
 
@@ -277,8 +278,10 @@ TRITON_VARIANT_PARTS = {
     "fast32": {"FAST_TANH_DTYPES": ("float32", "float16", "bfloat16")},  # tanh.approx.f32 in float32
     "per-block": {"PAIRS_MAX": 0},  # blocks of up to 8 by the per-block kernels, not per pair
     "general": {"PAIRS_DENSE": False},  # the per-pair kernels with the mask and row tests
-    "bias-mv": {"BIAS_SUM": "mv"},  # d_bias by a matrix-vector product with ones, not ATen's sum
-    "rcp-newton": {"PAIRS_RECIPROCAL": "newton"},  # per-pair 16-bit 1 / sum by Newton steps
+    "bias-mv": {"BIAS_SUM": "mv"},  # d_bias by a matrix-vector product with ones (the default)
+    "bias-sum": {"BIAS_SUM": "sum"},  # d_bias by ATen's sum
+    "rcp-newton": {"PAIRS_RECIPROCAL": "newton"},  # per-pair 16-bit 1 / sum by Newton (default)
+    "rcp-div": {"PAIRS_RECIPROCAL": "div"},  # per-pair 1 / sum by a division
 }
 
 
@@ -287,9 +290,10 @@ def triton_variant_settings(variant: str) -> dict:
     (the backward of blocks longer than 64), "fast32" (tanh.approx.f32 for float32 inputs
     too), "per-block" (the per-block kernels for blocks of up to 8, in place of the per-pair
     ones), "general" (the per-pair kernels with their mask and row tests even where there is
-    no mask and every block is whole), "bias-mv" (d_bias by a matrix-vector product with
-    ones) and "rcp-newton" (the per-pair kernels' 16-bit 1 / sum from Newton steps on the FMA
-    pipe, not a division), e.g. "split+fast32"."""
+    no mask and every block is whole), "bias-mv" / "bias-sum" (d_bias by a matrix-vector
+    product with ones, the default, or by ATen's sum) and "rcp-newton" / "rcp-div" (the per-pair
+    kernels' 16-bit 1 / sum from Newton steps on the FMA pipe, the default, or a division), e.g.
+    "split+fast32"."""
     settings = {}
     for part in variant.split("+"):
         if part not in TRITON_VARIANT_PARTS:

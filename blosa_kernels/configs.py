@@ -52,14 +52,16 @@ PAIRS_MAX = 8 if _PAIRS == "1" else 0
 # to load and no test of a row's existence: at r = 8, bfloat16, 26% fewer instructions forward
 # and 18% backward on sm_90. False gives them the general per-pair kernels.
 PAIRS_DENSE = True
-# How the per-pair kernels take each query's 1 / sum for 16-bit inputs: "div", a division (one
-# special-function op, of 64 a (block, feature) element in the dense bfloat16 r = 8 forward,
-# whose 56 tanh and exp are its work, and a slow-path test), or "newton", Newton steps on the FMA
-# pipe (_math.reciprocal_newton), as CUDA's BLOSA_CUDA_SMALL_RCP=fma: that forward 64 -> 57
-# special-function ops and 480 -> 464 instructions (sm_90, triton 3.8; `python -m
-# blosa_kernels.compile_check --cubin-dir DIR`, then `python bench/sass_loads.py --whole --so`).
-# float32 keeps the division. "div" until "newton" is measured (gpu_rates variant rcp-newton).
-PAIRS_RECIPROCAL = "div"
+# How the per-pair kernels take each query's 1 / sum for 16-bit inputs: "newton", Newton steps
+# on the FMA pipe (_math.reciprocal_newton), as CUDA's small-block forward does, or "div", a
+# division (one special-function op, of 64 a (block, feature) element in the dense bfloat16
+# r = 8 forward, whose 56 tanh and exp are its work, and a slow-path test). Newton: that forward
+# 64 -> 57 special-function ops and 480 -> 464 instructions, its backward 64 -> 57 at 760
+# (sm_90; `python -m blosa_kernels.compile_check --cubin-dir DIR`, then `python
+# bench/sass_loads.py --whole --so`); on an H200 (2026-11-28, third run) the bfloat16 r = 8
+# forward 0.0218 -> 0.0209 ms (1.04x), forward+backward 0.0732 -> 0.0720. float32 keeps the
+# division.
+PAIRS_RECIPROCAL = "newton"
 
 
 def pairs_reciprocal_steps(dtype_name: str, backward: bool = False) -> int:
@@ -77,11 +79,12 @@ def pairs_reciprocal_steps(dtype_name: str, backward: bool = False) -> int:
 
 
 # How d_bias sums its rows (the per-block kernels' [B · n/r, d] float32 sums, or d_head over
-# batch and queries): "sum", ATen's reduction (0.011 ms of the 0.073 ms bfloat16 r = 8
-# forward+backward on an H200, 2026-11-28), or "mv", a matrix-vector product with ones (one
-# gemv, which reads the rows once; bench/bias_reduce.py). Both are deterministic. "sum" until
-# "mv" is measured (gpu_rates variant bias-mv).
-BIAS_SUM = "sum"
+# batch and queries, float32 too): "mv", a matrix-vector product with ones (one cuBLAS gemv,
+# which reads the rows once), or "sum", ATen's reduction. Both are deterministic. On an H200
+# (2026-11-28, third run) "mv" took the bfloat16 r = 8 forward+backward 0.0732 -> 0.0665 ms
+# (1.10x), float32 0.099 -> 0.092; alone (bench/bias_reduce.py) 0.0095 ms against 0.0297 for
+# [24576, 300] float32 rows and 0.027 against 0.096 for [65536, 300].
+BIAS_SUM = "mv"
 # Above this scale the scores are shifted by a running max instead of the constant c
 # (exp(-2c) would underflow float32 for c > ~43; KERNEL_NOTES.md section 1).
 FIXED_PIVOT_MAX_SCALE = 40.0
@@ -132,7 +135,7 @@ _SHAPES = [(4, 64, 32), (8, 64, 64), (8, 64, 32), (16, 64, 32)]  # (num_warps, r
 BLOCK_CONFIGS = [_cfg(w, TILE=t, BD=bd) for w, t, bd in _SHAPES]
 BLOCK_BWD_CONFIGS = BLOCK_CONFIGS
 DQ_CONFIGS = [_cfg(w, BM=t, BD=bd) for w, t, bd in _SHAPES]
-# The row-tile forward's list: the shapes, then four more with registers capped at 168
+# The row-tile forward's list: the shapes, then three more with registers capped at 168
 # (ROWS_MAXNREG). The autotuner picked the first shape on every one-block and DiSA key but one
 # (H200, 2026-11-27), where, 16 elements a thread, it takes 236 registers with triton 3.6 and 200
 # with 3.8 (the benchmark's bfloat16 training forward, compile_check's first case of the kernel):
@@ -142,18 +145,18 @@ DQ_CONFIGS = [_cfg(w, BM=t, BD=bd) for w, t, bd in _SHAPES]
 # warp, the same code a thread (16 rows of one feature: same registers and loop): a query tile's
 # keys past its first row are computed for all its rows and masked for the rows before them,
 # which at one block of 384 under "forward" is 16.4% more (query, key) pairs than allowed with
-# 64 rows a tile, 8.1% with 32, 3.9% with 16 and 1.8% with 8 (bench/RESULTS.md). The autotuner
-# keeps whichever is fastest: on the H200 (2026-11-27, second run; before the 16-row shape) the
-# capped 32 x 64 one for every one-block key, the forward 1.07x (bfloat16) and 1.10x (float32)
-# faster than before; on 2026-11-28 the 16-row one for the bfloat16 forward without lse
-# (1.094 ms, 0.8% short of 1.3e12 elements/s), whence the 8-row one (one warp). Inside a torch.compile graph Inductor tunes the list without the caps
-# (its config_to_dict keeps kwargs, num_warps and num_stages, torch 2.11 and 2.14), so there
-# the capped shapes run uncapped.
+# 64 rows a tile, 8.1% with 32 and 3.9% with 16 (bench/RESULTS.md). The autotuner keeps
+# whichever is fastest: on the H200 (2026-11-27, second run; before the 16-row shape) the capped
+# 32 x 64 one for every one-block key, the forward 1.07x (bfloat16) and 1.10x (float32) faster
+# than before; on 2026-11-28 (three runs) the 16-row one for the bfloat16 one-block forward
+# (1.092-1.098 ms, 0.6-1.2% short of 1.3e12 elements/s). An 8-row shape on one warp (1.8% more
+# pairs, 139 registers) was never picked on the two runs that had it, so it went. Inside a
+# torch.compile graph Inductor tunes the list without the caps (its config_to_dict keeps kwargs,
+# num_warps and num_stages, torch 2.11 and 2.14), so there the capped shapes run uncapped.
 ROWS_MAXNREG = 168
 ROWS_CONFIGS = DQ_CONFIGS + [_cfg(4, BM=64, BD=32, maxnreg=ROWS_MAXNREG),
                              _cfg(4, BM=32, BD=64, maxnreg=ROWS_MAXNREG),
-                             _cfg(2, BM=16, BD=64, maxnreg=ROWS_MAXNREG),
-                             _cfg(1, BM=8, BD=64, maxnreg=ROWS_MAXNREG)]
+                             _cfg(2, BM=16, BD=64, maxnreg=ROWS_MAXNREG)]
 DKV_CONFIGS = [_cfg(w, BN=t, BD=bd) for w, t, bd in _SHAPES]
 # The per-pair kernels (pairs.py) hold a block's rows and every state as [BLOCK] tiles of one
 # (block, feature) element a thread, BLOCK consecutive elements of the flattened [B · nblk, d]

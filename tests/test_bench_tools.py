@@ -154,6 +154,9 @@ def test_variants_combine():
     assert gpu_rates.triton_variant_settings("rcp-newton+bias-mv") == {
         "PAIRS_RECIPROCAL": "newton", "BIAS_SUM": "mv"}
     assert gpu_rates.variant_config("rcp-newton")[0] == "r=8"
+    assert gpu_rates.triton_variant_settings("bias-sum+rcp-div") == {
+        "BIAS_SUM": "sum", "PAIRS_RECIPROCAL": "div"}
+    assert gpu_rates.variant_config("bias-sum+rcp-div")[0] == "r=8"
 
 
 @pytest.mark.parametrize("variant, part", [("tile", "'tile'"), ("fused+tilex", "'tilex'"),

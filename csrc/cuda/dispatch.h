@@ -69,8 +69,10 @@ struct KernelOptions {
   // special-function unit, which that kernel keeps 68% busy with 28 tanh, 28 exp2 and 7
   // reciprocals a thread (Nsight Compute, H200, 2026-11-28: its largest stall waits for that
   // unit's queue): 7 of its 63 special-function operations go, for 28 (bfloat16) or 42
-  // (float16) FMAs. Off until measured (gpu_rates variant rcp-fma).
-  bool small_fma_reciprocal = false;
+  // (float16) FMAs. On an H200 at r = 8 (bench/RESULTS.md, 2026-11-28, third run): the
+  // bfloat16 forward 0.0201 -> 0.0193 ms (1.04x; 1.34e12 score elements/s), forward+backward
+  // 0.0591 -> 0.0579 ms. Off, the division's MUFU.RCP.
+  bool small_fma_reciprocal = true;
 };
 
 // The type inputs of type T accumulate in: float (double for double).

@@ -61,8 +61,8 @@ void check_cuda_inputs(const at::Tensor& dep) {
 //   BLOSA_CUDA_SMALL_LOADS_FIRST=0|1 those dense kernels with every load issued before any
 //                                   math (default 1; float accumulation).
 //   BLOSA_CUDA_SMALL_RCP=mufu|fma   the dense forward with its loads first, 16-bit inputs: each
-//                                   row's 1 / sum from the special-function unit (default) or
-//                                   from Newton steps on the FMA pipe.
+//                                   row's 1 / sum from the special-function unit or from
+//                                   Newton steps on the FMA pipe (default).
 // The value of tuning variable `name`, which must be `a` or `b`; nullopt where it is unset.
 std::optional<std::string> tuning_choice(const char* name, const char* a, const char* b) {
   const char* value = std::getenv(name);

@@ -41,7 +41,7 @@ def test_low_precision_within_twice_reference_error(request, dtype, case):
     assert_within_twice_reference(NAMES, got, low, want)
 
 
-NEWTON_CASES = [  # (B, n, d, block_len, direction, mask, scale): per-pair kernels only
+RECIPROCAL_CASES = [  # (B, n, d, block_len, direction, mask, scale): per-pair kernels only
     (2, 16, 8, 8, "forward", "none", 5.0),  # dense: no mask, whole blocks (the benchmark's)
     (2, 13, 8, 4, "all", "holes", 5.0),  # a short last block, padding, fully masked rows
     (2, 16, 8, 8, "diag", "right_pad", 100.0),  # the running-max softmax
@@ -50,18 +50,23 @@ NEWTON_CASES = [  # (B, n, d, block_len, direction, mask, scale): per-pair kerne
 
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=["fp16", "bf16"])
-@pytest.mark.parametrize("case", NEWTON_CASES, ids=lambda c: "-".join(map(str, c)))
-def test_newton_reciprocal_within_twice_reference_error(monkeypatch, dtype, case):
-    # configs.PAIRS_RECIPROCAL = "newton": the per-pair kernels take 1 / sum from Newton steps
-    # (the forward 2 in bfloat16 and 3 in float16, the backward 3), judged as the division is.
+@pytest.mark.parametrize("case", RECIPROCAL_CASES, ids=lambda c: "-".join(map(str, c)))
+@pytest.mark.parametrize("setting", ["newton", "div"])
+def test_reciprocal_settings_within_twice_reference_error(monkeypatch, setting, dtype, case):
+    # configs.PAIRS_RECIPROCAL: the per-pair kernels take 1 / sum from Newton steps ("newton",
+    # the default: the forward 2 in bfloat16 and 3 in float16, the backward 3) or a division
+    # ("div", 0 steps), both judged as every 16-bit result is.
     B, n, d, block_len, direction, mask_kind, scale = case
-    monkeypatch.setattr(configs, "PAIRS_RECIPROCAL", "newton")
+    monkeypatch.setattr(configs, "PAIRS_RECIPROCAL", setting)
     steps = record_launches(monkeypatch, "RCP_STEPS")
     seed = sum(map(ord, repr(case))) + dtype.itemsize
     inputs = make_inputs(B, n, d, mask_kind, True, seed, dtype, DEVICE)
     settings = (block_len, direction, scale)
     got = run(masked_block_attn_triton, *inputs, *settings)
-    assert steps == [("fwd_pairs", 2 if dtype == torch.bfloat16 else 3), ("bwd_pairs", 3)]
+    if setting == "newton":
+        assert steps == [("fwd_pairs", 2 if dtype == torch.bfloat16 else 3), ("bwd_pairs", 3)]
+    else:
+        assert steps == [("fwd_pairs", 0), ("bwd_pairs", 0)]
     low = run(masked_block_attn_ref, *inputs, *settings)
     assert_within_twice_reference(NAMES, got, low, reference64(*inputs, *settings))
 

@@ -179,21 +179,23 @@ def test_scales(request, scale, path):
 
 
 @pytest.mark.parametrize("path", ["default", "per-block", "rows", "fused"])
-def test_bias_sum_by_matrix_vector_product(monkeypatch, request, path):
-    # configs.BIAS_SUM = "mv": d_bias as a product with ones (the per-pair and per-block
-    # kernels' per-block sums, the row-tile kernels' d_head) against the reference, the same
-    # bits on a second run, and within float32 rounding of ATen's sum.
+def test_bias_sum_forms(monkeypatch, request, path):
+    # configs.BIAS_SUM: d_bias as a product with ones ("mv", the default) or by ATen's sum
+    # ("sum"), of the per-pair and per-block kernels' per-block sums or the row-tile kernels'
+    # d_head: both against the reference, the same bits on a second run, within float32
+    # rounding of each other, and nothing else changed.
     use_path(request, path)
     block_len = 8 if path in ("default", "per-block") else 0
-    inputs = make_inputs(3, 24, 7, "holes", True, 11, torch.float32, DEVICE)
+    inputs = make_inputs(3, 24, 7, "holes", True, seed_of(path, "bias sum"), torch.float32, DEVICE)
     settings = (block_len, "forward", 5.0)
-    summed = run(masked_block_attn_triton, *inputs, *settings)
-    monkeypatch.setattr(configs, "BIAS_SUM", "mv")
-    got = run(masked_block_attn_triton, *inputs, *settings)
-    check(("bias-mv", path), got, reference64(*inputs, *settings))
-    assert torch.equal(got[4], run(masked_block_attn_triton, *inputs, *settings)[4])
-    assert all(torch.equal(a, b) for a, b in zip(got[:4], summed[:4]))
-    torch.testing.assert_close(got[4], summed[4], rtol=1e-6, atol=1e-6)
+    got = {}
+    for form in ("sum", "mv"):
+        monkeypatch.setattr(configs, "BIAS_SUM", form)
+        got[form] = run(masked_block_attn_triton, *inputs, *settings)
+        check((form, path), got[form], reference64(*inputs, *settings))
+        assert torch.equal(got[form][4], run(masked_block_attn_triton, *inputs, *settings)[4])
+    assert all(torch.equal(a, b) for a, b in zip(got["mv"][:4], got["sum"][:4]))
+    torch.testing.assert_close(got["mv"][4], got["sum"][4], rtol=1e-6, atol=1e-6)
 
 
 @pytest.mark.parametrize("path", ["default", "per-block", "rows", "fused"])
