@@ -282,6 +282,7 @@ TRITON_VARIANT_PARTS = {
     "bias-sum": {"BIAS_SUM": "sum"},  # d_bias by ATen's sum
     "rcp-newton": {"PAIRS_RECIPROCAL": "newton"},  # per-pair 16-bit 1 / sum by Newton (default)
     "rcp-div": {"PAIRS_RECIPROCAL": "div"},  # per-pair 1 / sum by a division
+    "rows-poly": {"ROWS_EXP2": "half-poly"},  # row-tile forward: every other key's exp2 on FMAs
 }
 
 
@@ -292,8 +293,9 @@ def triton_variant_settings(variant: str) -> dict:
     ones), "general" (the per-pair kernels with their mask and row tests even where there is
     no mask and every block is whole), "bias-mv" / "bias-sum" (d_bias by a matrix-vector
     product with ones, the default, or by ATen's sum) and "rcp-newton" / "rcp-div" (the per-pair
-    kernels' 16-bit 1 / sum from Newton steps on the FMA pipe, the default, or a division), e.g.
-    "split+fast32"."""
+    kernels' 16-bit 1 / sum from Newton steps on the FMA pipe, the default, or a division),
+    "rows-poly" (the row-tile forward's 16-bit exp2 of every other key from a polynomial on the
+    FMA pipe), e.g. "split+fast32"."""
     settings = {}
     for part in variant.split("+"):
         if part not in TRITON_VARIANT_PARTS:

@@ -38,7 +38,8 @@ import triton.language as tl
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-from blosa_kernels._math import reciprocal_newton, tanh_exact_denominator, tanh_f32  # noqa: E402
+from blosa_kernels._math import (exp2_poly, reciprocal_newton, tanh_exact_denominator,  # noqa: E402
+                                 tanh_f32)
 from cuda_timing import time_ms  # noqa: E402  (bench/, the script's own folder)
 
 CLOCK_HZ = 1.98e9  # H100/H200 SXM boost clock, as in gpu_rates.py
@@ -54,22 +55,6 @@ SFU_OPS = {
     "fwd poly exp2": 1, "fwd half poly": 1.5, "fwd bf16x2": 1, "fwd f16x2": 1,
 }
 BLOCK, WARPS = 1024, 4  # 8 independent pairs per thread
-
-
-@triton.jit
-def exp2_poly(x):
-    """2^x for x <= 0 on the FMA and integer units only (no special-function op): round x to
-    an integer n with the 1.5·2^23 trick, 2^(x - n) by a degree-5 polynomial on [-1/2, 1/2]
-    (Taylor, relative error < 4e-6: enough to time it), n added to the exponent bits."""
-    j = x + 12582912.0
-    f = x - (j - 12582912.0)
-    p = 1.3333558e-3 * f + 9.6181291e-3
-    p = p * f + 5.5504109e-2
-    p = p * f + 2.4022651e-1
-    p = p * f + 6.9314718e-1
-    p = p * f + 1.0
-    bits = p.to(tl.int32, bitcast=True) + (j.to(tl.int32, bitcast=True) << 23)
-    return bits.to(tl.float32, bitcast=True)
 
 
 @triton.jit

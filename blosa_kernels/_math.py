@@ -49,6 +49,27 @@ def tanh_f32(x, FAST: tl.constexpr):
 
 
 @triton.jit
+def exp2_poly(x):
+    """2^x for float32 x in [-126, 1] on the FMA and integer units only, no special-function op
+    (how flash-attention 4 shares exp2 between the two units): x rounded to an integer n by the
+    1.5·2^23 trick, 2^(x - n) by a degree-5 polynomial in f = x - n in [-1/2, 1/2], n added to
+    the exponent bits. The coefficients minimize the relative error on that interval (Lawson's
+    reweighted least squares in float64: 7.5e-8; rounded to float32 and evaluated by fma, under
+    4e-7, tests/triton/test_triton_math.py; the Taylor coefficients' would be 2.4e-6). Outside
+    that range the exponent wraps: callers keep x inside it (the fixed pivot's c·log2(e)·(t - 1)
+    >= -115.5 for c <= 40) and select 0 for pairs that are not allowed."""
+    j = x + 12582912.0
+    f = x - (j - 12582912.0)
+    p = tl.fma(f, 1.3276444e-3, 9.6755372e-3)
+    p = tl.fma(p, f, 5.5507135e-2)
+    p = tl.fma(p, f, 2.4022120e-1)
+    p = tl.fma(p, f, 6.9314694e-1)
+    p = tl.fma(p, f, 1.0000001)
+    bits = p.to(tl.int32, bitcast=True) + (j.to(tl.int32, bitcast=True) << 23)
+    return bits.to(tl.float32, bitcast=True)
+
+
+@triton.jit
 def tanh_arg(unscaled, inv_c, scaled):
     """x = z / c for z = dep + head + bias as two parts, one still to scale and one already
     scaled by 1/c: unscaled / c + scaled, rounded once (one fused multiply-add). The row-tile and

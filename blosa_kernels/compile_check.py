@@ -98,11 +98,18 @@ def cases():
                                                INDEX64=True)
     # First, for the autotune configs: the one-block forward of a bfloat16 training step (lse
     # written for the row-tile backward), the benchmark's.
-    yield forward.fwd_rows_kernel, "bf16", dict(flags, **lse, FAST_TANH=True, FIXED_PIVOT=True, BM=64, BD=64)
-    yield forward.fwd_rows_kernel, "fp16", dict(flags, **lse, DIR=1, FAST_TANH=True, FIXED_PIVOT=True, BM=64,
+    rows = dict(flags, POLY_EXP2=False)
+    yield forward.fwd_rows_kernel, "bf16", dict(rows, **lse, FAST_TANH=True, FIXED_PIVOT=True, BM=64, BD=64)
+    yield forward.fwd_rows_kernel, "fp16", dict(rows, **lse, DIR=1, FAST_TANH=True, FIXED_PIVOT=True, BM=64,
                                                 BD=64)
-    yield forward.fwd_rows_kernel, "fp32", dict(flags, **no_lse, DIR=2, FAST_TANH=False, FIXED_PIVOT=False,
+    yield forward.fwd_rows_kernel, "fp32", dict(rows, **no_lse, DIR=2, FAST_TANH=False, FIXED_PIVOT=False,
                                                 BM=64, BD=64)
+    # Every other key's exp2 by polynomial (configs.ROWS_EXP2 = "half-poly"): the benchmark's
+    # bfloat16 forward without lse, then float16 with lse in direction "diag".
+    yield forward.fwd_rows_kernel, "bf16", dict(rows, **no_lse, FAST_TANH=True, FIXED_PIVOT=True, POLY_EXP2=True,
+                                                BM=64, BD=64)
+    yield forward.fwd_rows_kernel, "fp16", dict(rows, **lse, DIR=2, FAST_TANH=True, FIXED_PIVOT=True,
+                                                POLY_EXP2=True, BM=64, BD=64)
     # With a saved lse, and recomputing it (what a differentiable call runs) at both pivots.
     saved, fixed, running = (dict(SAVED_LSE=s, FIXED_PIVOT=f) for s, f in ((True, True), (False, True), (False, False)))
     yield backward.bwd_blocks_kernel, "bf16", dict(ax, **fixed, FAST_TANH=True, R=8, TILE=64, BD=32)

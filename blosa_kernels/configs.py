@@ -78,6 +78,28 @@ def pairs_reciprocal_steps(dtype_name: str, backward: bool = False) -> int:
     return 2 if dtype_name == "bfloat16" and not backward else 3
 
 
+# Where the row-tile forward (one block, blocks over 64, full DiSA) takes its exp2 for 16-bit
+# inputs at the fixed pivot (scale <= 40): "mufu", every one from the special-function unit, or
+# "half-poly", every other key's from _math.exp2_poly on the FMA pipe (two keys a loop step; how
+# flash-attention 4 shares exp2 between the two units). That unit bounds the loop: on sm_90
+# (the bfloat16 16-row shape, registers capped at 168) two key steps of a tile that every
+# query attends issue 274 instructions a warp, 64 of them special-function ops (32 tanh, 32
+# exp2) that hold the unit 8 cycles each, 512 cycles; with half-poly 370 instructions and 48
+# such ops, 384 cycles (158 -> 168 registers, no spill; the SASS's basic blocks). bench/
+# sfu_peak.py's loops on an H200: 2.03e12 elements/s with half the exp2 by polynomial, 1.87e12
+# with none (2026-11-28). float32 keeps the unit's exp2 (its exact tanh takes it too). "mufu"
+# until "half-poly" is measured in the kernel (gpu_rates variant rows-poly).
+ROWS_EXP2 = "mufu"
+
+
+def rows_poly_exp2(dtype_name: str) -> bool:
+    """The row-tile forward's POLY_EXP2 for inputs of dtype `dtype_name`: ROWS_EXP2 is
+    "half-poly" and the inputs are 16-bit."""
+    if ROWS_EXP2 not in ("mufu", "half-poly"):
+        raise ValueError(f"configs.ROWS_EXP2 must be 'mufu' or 'half-poly', got {ROWS_EXP2!r}")
+    return ROWS_EXP2 == "half-poly" and dtype_name in ("bfloat16", "float16")
+
+
 # How d_bias sums its rows (the per-block kernels' [B · n/r, d] float32 sums, or d_head over
 # batch and queries, float32 too): "mv", a matrix-vector product with ones (one cuBLAS gemv,
 # which reads the rows once), or "sum", ATen's reduction. Both are deterministic. On an H200
@@ -218,7 +240,7 @@ CONFIGS = {
     "fwd_pairs": (PAIRS_CONFIGS, _SMALL_KEY + ["RCP_STEPS"]),
     "bwd_pairs": (PAIRS_CONFIGS, _SMALL_KEY + ["RCP_STEPS"]),
     "fwd_blocks": (BLOCK_CONFIGS, _SMALL_KEY),
-    "fwd_rows": (ROWS_CONFIGS, _ROWS_KEY),
+    "fwd_rows": (ROWS_CONFIGS, _ROWS_KEY + ["POLY_EXP2"]),
     "bwd_blocks": (BLOCK_BWD_CONFIGS, _SMALL_KEY),
     "bwd_dq": (DQ_CONFIGS, _ROWS_KEY),
     "bwd_dkv": (DKV_CONFIGS, _ROWS_KEY),

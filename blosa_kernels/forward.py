@@ -18,14 +18,16 @@ Two tilings (neither holds an r x r x d or n x n x d tensor; extra memory is the
 
 Arguments: pointers to contiguous [B, n, d] tensors (lse and d_head float32), bias [d] (zeros
 when None), mask [B, n] uint8 (ones when None); n, d, r (the resolved block length), scalars
-c, 1/c and c·log2(e); DIR 0 forward / 1 backward / 2 diag / 3 all; FAST_TANH: tanh.approx.f32.
+c, 1/c and c·log2(e); DIR 0 forward / 1 backward / 2 diag / 3 all; FAST_TANH: tanh.approx.f32;
+fwd_rows_kernel's POLY_EXP2: at the fixed pivot, every other key's exp2 from exp2_poly on the
+FMA pipe (configs.rows_poly_exp2).
 """
 import triton
 import triton.language as tl
 
-from blosa_kernels._math import (block_rows, dir_allows, f32, features_fastest, key_pointers,
-                                 load_key, online_softmax_step, pairs_with, row_step, row_tile,
-                                 scaled_queries, softmax_result, spans_tile,
+from blosa_kernels._math import (block_rows, dir_allows, exp2_poly, f32, features_fastest,
+                                 key_pointers, load_key, online_softmax_step, pairs_with,
+                                 row_step, row_tile, scaled_queries, softmax_result, spans_tile,
                                  spread_block_rows, spread_blocks, spread_offsets, stream_row,
                                  tanh_arg, tanh_f32)
 
@@ -114,11 +116,45 @@ def fwd_blocks_kernel(
 
 
 @triton.jit
+def rows_fixed_pivot_step(i, i_hi, m_ptr, dep_ptr, val_ptr, real_i, raw_dep, raw_val, b_q, b_sum,
+                          b_acc, d, m_k, inv_c, c_log2e, lo_j, hi_j, o_j, inner_lo, inner_hi, m0,
+                          last, DIR: tl.constexpr, FAST_TANH: tl.constexpr, POLY: tl.constexpr):
+    """fwd_rows_kernel's fixed-pivot step for streamed key i (as loaded: real_i, raw_dep,
+    raw_val), for its loop of two keys a step (POLY_EXP2): loads key i + 1 (the pointers moved
+    by row_step) and adds key i to the tile's sum and acc, p from the special-function unit's
+    exp2, or (POLY) from exp2_poly on the FMA pipe. Returns the moved pointers, key i + 1 as
+    loaded, sum and acc."""
+    step = row_step(i, i_hi)
+    m_ptr, dep_ptr, val_ptr = m_ptr + step, dep_ptr + step * d, val_ptr + step * d
+    nxt_real, nxt_dep, nxt_val = load_key(m_ptr, dep_ptr, val_ptr, m_k)
+    if real_i:
+        b_dep = raw_dep.to(tl.float32)
+        b_val = raw_val.to(tl.float32)
+        t = tanh_f32(tanh_arg(b_dep[None, :], inv_c, b_q), FAST_TANH)
+        if spans_tile(i, inner_lo, inner_hi, m0, last, DIR):
+            if POLY:
+                p = exp2_poly(tl.fma(t, c_log2e, -c_log2e))
+            else:
+                p = tl.exp2(t * c_log2e - c_log2e)
+        else:
+            allow = pairs_with(i, lo_j, hi_j, o_j, DIR)
+            if POLY:
+                p = tl.where(allow[:, None], exp2_poly(tl.fma(t, c_log2e, -c_log2e)), 0.0)
+            else:
+                off = tl.where(allow, -c_log2e, float("-inf"))
+                p = tl.exp2(t * c_log2e + off[:, None])
+        b_sum += p
+        b_acc += p * b_val[None, :]
+    return m_ptr, dep_ptr, val_ptr, nxt_real, nxt_dep, nxt_val, b_sum, b_acc
+
+
+@triton.jit
 def fwd_rows_kernel(
     dep, head, value, bias, mask, out, lse,
     n, d, r, n_bucket, r_bucket, c, inv_c, c_log2e,
     DIR: tl.constexpr,
     FIXED_PIVOT: tl.constexpr, FAST_TANH: tl.constexpr, WRITE_LSE: tl.constexpr,
+    POLY_EXP2: tl.constexpr,
     BM: tl.constexpr, BD: tl.constexpr,
 ):
     # n_bucket, r_bucket: unused here; autotune keys (powers of two of n and r).
@@ -142,30 +178,53 @@ def fwd_rows_kernel(
     first = b * n + stream_row(i_lo, i_hi)
     m_ptr, dep_ptr, val_ptr = key_pointers(mask, dep, value, first, d, o_k)
     nxt_real, nxt_dep, nxt_val = load_key(m_ptr, dep_ptr, val_ptr, m_k)
-    for i in range(i_lo, i_hi):
-        real_i, raw_dep, raw_val = nxt_real, nxt_dep, nxt_val
-        step = row_step(i, i_hi)
-        m_ptr, dep_ptr, val_ptr = m_ptr + step, dep_ptr + step * d, val_ptr + step * d
-        nxt_real, nxt_dep, nxt_val = load_key(m_ptr, dep_ptr, val_ptr, m_k)
-        if real_i:  # a padding key is skipped by every query
-            b_dep = raw_dep.to(tl.float32)
-            b_val = raw_val.to(tl.float32)
-            t = tanh_f32(tanh_arg(b_dep[None, :], inv_c, b_q), FAST_TANH)
-            allow = pairs_with(i, lo_j, hi_j, o_j, DIR)
-            if FIXED_PIVOT:
-                if spans_tile(i, inner_lo, inner_hi, m0, last, DIR):
-                    p = tl.exp2(t * c_log2e - c_log2e)
+    if POLY_EXP2 and FIXED_PIVOT:
+        # Two keys a step, the second's exp2 from exp2_poly: the special-function unit and the
+        # FMA pipe share the tile's exp2 half and half (configs.ROWS_EXP2); an odd last key
+        # alone after the loop.
+        for i in range(i_lo, i_hi - 1, 2):
+            m_ptr, dep_ptr, val_ptr, nxt_real, nxt_dep, nxt_val, b_sum, b_acc = (
+                rows_fixed_pivot_step(i, i_hi, m_ptr, dep_ptr, val_ptr, nxt_real, nxt_dep,
+                                      nxt_val, b_q, b_sum, b_acc, d, m_k, inv_c, c_log2e, lo_j,
+                                      hi_j, o_j, inner_lo, inner_hi, m0, last, DIR, FAST_TANH,
+                                      False))
+            m_ptr, dep_ptr, val_ptr, nxt_real, nxt_dep, nxt_val, b_sum, b_acc = (
+                rows_fixed_pivot_step(i + 1, i_hi, m_ptr, dep_ptr, val_ptr, nxt_real, nxt_dep,
+                                      nxt_val, b_q, b_sum, b_acc, d, m_k, inv_c, c_log2e, lo_j,
+                                      hi_j, o_j, inner_lo, inner_hi, m0, last, DIR, FAST_TANH,
+                                      True))
+        if (i_hi > i_lo) & ((i_hi - i_lo) % 2 == 1):
+            m_ptr, dep_ptr, val_ptr, nxt_real, nxt_dep, nxt_val, b_sum, b_acc = (
+                rows_fixed_pivot_step(i_hi - 1, i_hi, m_ptr, dep_ptr, val_ptr, nxt_real,
+                                      nxt_dep, nxt_val, b_q, b_sum, b_acc, d, m_k, inv_c,
+                                      c_log2e, lo_j, hi_j, o_j, inner_lo, inner_hi, m0, last, DIR,
+                                      FAST_TANH, False))
+    else:
+        for i in range(i_lo, i_hi):
+            real_i, raw_dep, raw_val = nxt_real, nxt_dep, nxt_val
+            step = row_step(i, i_hi)
+            m_ptr, dep_ptr, val_ptr = m_ptr + step, dep_ptr + step * d, val_ptr + step * d
+            nxt_real, nxt_dep, nxt_val = load_key(m_ptr, dep_ptr, val_ptr, m_k)
+            if real_i:  # a padding key is skipped by every query
+                b_dep = raw_dep.to(tl.float32)
+                b_val = raw_val.to(tl.float32)
+                t = tanh_f32(tanh_arg(b_dep[None, :], inv_c, b_q), FAST_TANH)
+                allow = pairs_with(i, lo_j, hi_j, o_j, DIR)
+                if FIXED_PIVOT:
+                    if spans_tile(i, inner_lo, inner_hi, m0, last, DIR):
+                        p = tl.exp2(t * c_log2e - c_log2e)
+                    else:
+                        # online_softmax_step's fixed-pivot step, with the select made on the
+                        # [BM] rows before broadcasting: through the helper (allow [BM, 1]) this
+                        # loop compiled to a longer loop on sm_90.
+                        off = tl.where(allow, -c_log2e, float("-inf"))
+                        p = tl.exp2(t * c_log2e + off[:, None])
+                    b_sum += p
+                    b_acc += p * b_val[None, :]
                 else:
-                    # online_softmax_step's fixed-pivot step, with the select made on the [BM]
-                    # rows before broadcasting: through the helper (allow [BM, 1]) this loop
-                    # compiled to a longer loop on sm_90.
-                    off = tl.where(allow, -c_log2e, float("-inf"))
-                    p = tl.exp2(t * c_log2e + off[:, None])
-                b_sum += p
-                b_acc += p * b_val[None, :]
-            else:
-                b_sum, b_acc, b_m = online_softmax_step(b_sum, b_acc, b_m, t, b_val[None, :],
-                                                        allow[:, None], c_log2e, False)
+                    b_sum, b_acc, b_m = online_softmax_step(b_sum, b_acc, b_m, t,
+                                                            b_val[None, :], allow[:, None],
+                                                            c_log2e, False)
 
     # Reloaded rather than kept live through the loop (registers).
     real_j = m_j & (tl.load(mask + b * n + o_j, mask=m_j, other=0) != 0)

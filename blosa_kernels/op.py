@@ -224,7 +224,8 @@ def _forward(dep, head, value, bias, mask, block_len, direction, scale, compute_
     else:
         _launch(
             "fwd_rows", L, L.rows_grid("BM"), dep, head, value, bias_arg, mask_arg, out, lse_arg,
-            L.n, L.d, L.r, *L.buckets, L.c, L.inv_c, L.c_log2e, **flags,
+            L.n, L.d, L.r, *L.buckets, L.c, L.inv_c, L.c_log2e,
+            POLY_EXP2=configs.rows_poly_exp2(L.dtype_name), **flags,
         )
     return out, lse
 

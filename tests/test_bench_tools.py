@@ -157,6 +157,8 @@ def test_variants_combine():
     assert gpu_rates.triton_variant_settings("bias-sum+rcp-div") == {
         "BIAS_SUM": "sum", "PAIRS_RECIPROCAL": "div"}
     assert gpu_rates.variant_config("bias-sum+rcp-div")[0] == "r=8"
+    assert gpu_rates.triton_variant_settings("rows-poly") == {"ROWS_EXP2": "half-poly"}
+    assert gpu_rates.variant_config("rows-poly")[0] == "one block"
 
 
 @pytest.mark.parametrize("variant, part", [("tile", "'tile'"), ("fused+tilex", "'tilex'"),

@@ -77,3 +77,30 @@ def test_newton_reciprocal_leaves_float32_to_the_division(monkeypatch):
     inputs = make_inputs(2, 16, 5, "holes", True, 3, torch.float32, DEVICE)
     run(masked_block_attn_triton, *inputs, 8, "forward", 5.0)
     assert steps == [("fwd_pairs", 0), ("bwd_pairs", 0)]
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=["fp16", "bf16"])
+@pytest.mark.parametrize("case", [  # (B, n, d, block_len, direction, mask, path)
+    (2, 36, 6, 0, "forward", "holes", "fused"),  # even and odd key ranges, padding
+    (1, 37, 5, 0, "all", "none", "rows"),  # an odd count of keys in every tile
+    (2, 36, 6, 20, "diag", "right_pad", "rows"),  # blocks that do not divide n, masked rows
+    (1, 40, 6, 13, "backward", "holes", "fused"),
+], ids=lambda c: "-".join(map(str, c)))
+def test_row_tile_polynomial_exp2_within_twice_reference_error(monkeypatch, request, dtype, case):
+    # configs.ROWS_EXP2 = "half-poly": the row-tile forward takes every other key's exp2 from
+    # exp2_poly (the interpreter too: the polynomial needs no inline PTX), judged as every
+    # 16-bit result is; float32 and the running-max pivot (scale > 40) keep the unit's.
+    B, n, d, block_len, direction, mask_kind, path = case
+    use_path(request, path)
+    monkeypatch.setattr(configs, "ROWS_EXP2", "half-poly")
+    flags = record_launches(monkeypatch, "POLY_EXP2")
+    inputs = make_inputs(B, n, d, mask_kind, True, sum(map(ord, repr(case))), dtype, DEVICE)
+    settings = (block_len, direction, 5.0)
+    got = run(masked_block_attn_triton, *inputs, *settings)
+    assert ("fwd_rows", True) in flags, flags
+    low = run(masked_block_attn_ref, *inputs, *settings)
+    assert_within_twice_reference(NAMES, got, low, reference64(*inputs, *settings))
+    flags.clear()
+    run(masked_block_attn_triton, *[None if t is None else t.float() if t.is_floating_point()
+                                    else t for t in inputs], *settings)
+    assert flags[0] == ("fwd_rows", False)

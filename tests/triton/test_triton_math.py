@@ -1,6 +1,7 @@
 """The float32 tanh of the Triton kernels (blosa_kernels._math.tanh_f32 without FAST), alone,
 the candidate reciprocal that bench/sfu_peak.py times for it, and the Newton reciprocal of the
-per-pair kernels' sums (_math.reciprocal_newton, configs.PAIRS_RECIPROCAL = "newton").
+per-pair kernels' sums (_math.reciprocal_newton, configs.PAIRS_RECIPROCAL = "newton") and the
+polynomial exp2 of the row-tile forward (_math.exp2_poly, configs.ROWS_EXP2 = "half-poly").
 
 Every float32 call on a GPU, and every call in the interpreter, computes its scores with tanh_f32,
 so the op's tests check it through the outputs; this checks its error directly, against float64,
@@ -13,7 +14,7 @@ import torch
 import triton
 import triton.language as tl
 
-from blosa_kernels._math import reciprocal_newton, tanh_f32
+from blosa_kernels._math import exp2_poly, reciprocal_newton, tanh_f32
 from triton_testing import DEVICE
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
@@ -45,6 +46,13 @@ def _newton_kernel(y_ptr, out_ptr, n, STEPS: tl.constexpr, BLOCK: tl.constexpr):
     m = offs < n
     y = tl.load(y_ptr + offs, mask=m, other=1.0)
     tl.store(out_ptr + offs, reciprocal_newton(y, STEPS), mask=m)
+
+
+@triton.jit
+def _exp2_poly_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    m = offs < n
+    tl.store(out_ptr + offs, exp2_poly(tl.load(x_ptr + offs, mask=m, other=0.0)), mask=m)
 
 
 def _apply(kernel, x, **constexprs):
@@ -94,3 +102,20 @@ def test_newton_reciprocal_error_per_step():
         got = _apply(_newton_kernel, y.to(DEVICE), STEPS=steps).cpu().double()
         rel = (got * y.double() - 1).abs()
         assert rel.max().item() <= bound, f"{steps} steps: max relative error {rel.max().item():.3g}"
+
+
+def test_exp2_poly_relative_error():
+    # The range the row-tile forward gives it: c·log2(e)·(t - 1) for t in [-1, 1] and c <= 40,
+    # down to -115.4, and a little above 0 (the rounding of t). Integers and half-integers, where
+    # the rounding to n switches, included; the largest relative error against float64 stays
+    # under 4e-7 (the polynomial's own is 7.5e-8, float32's rounding of each step adds more; the
+    # Taylor polynomial of the same degree would fail, at 2.4e-6).
+    gen = torch.Generator().manual_seed(int(torch.randint(0, 2**31, ()).item()))
+    x = torch.cat([torch.rand(60000, generator=gen, dtype=torch.float64) * -116,
+                   torch.rand(2000, generator=gen, dtype=torch.float64) * 2 - 1,
+                   torch.arange(-116, 1, 0.5, dtype=torch.float64),
+                   torch.tensor([0.0, -0.5, 0.49999997, -115.4, 1e-7], dtype=torch.float64)]).float()
+    got = _apply(_exp2_poly_kernel, x.to(DEVICE)).cpu().double()
+    want = torch.exp2(x.double())
+    rel = ((got - want) / want).abs()
+    assert rel.max().item() <= 4e-7, f"max relative error {rel.max().item():.3g} at x = {x[rel.argmax()].item()}"

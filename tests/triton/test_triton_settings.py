@@ -71,6 +71,25 @@ def test_bad_pairs_reciprocal_setting_is_named(monkeypatch):
         configs.pairs_reciprocal_steps("bfloat16")
 
 
+@pytest.mark.parametrize("setting, dtype, poly", [
+    ("mufu", "bfloat16", False), ("half-poly", "bfloat16", True), ("half-poly", "float16", True),
+    ("half-poly", "float32", False),
+])
+def test_rows_poly_exp2(monkeypatch, setting, dtype, poly):
+    from blosa_kernels import configs
+
+    monkeypatch.setattr(configs, "ROWS_EXP2", setting)
+    assert configs.rows_poly_exp2(dtype) is poly
+
+
+def test_bad_rows_exp2_setting_is_named(monkeypatch):
+    from blosa_kernels import configs
+
+    monkeypatch.setattr(configs, "ROWS_EXP2", "poly")
+    with pytest.raises(ValueError, match="ROWS_EXP2 must be 'mufu' or 'half-poly', got 'poly'"):
+        configs.rows_poly_exp2("bfloat16")
+
+
 @pytest.mark.parametrize("triton_version, numpy_version, refused", [
     ("3.6.0", "2.4.6", True),  # torch 2.11's triton with the newest numpy
     ("3.5.1", "2.4.0", True),
