@@ -77,8 +77,9 @@ step "kernel rates"
 # loads-later, stream, split, stream+split, tile4, vec2, persistent, persistent+vec2; Triton
 # split, per-block, general, fast32) gave the same verdict on two or three H200 runs
 # (bench/RESULTS.md) and take `--cuda-variants` / `--triton-variants` by hand: their time goes
-# to the tests.
-timed rates ${RATES_TIMEOUT:-150} $PY bench/gpu_rates.py --out "$LOG/rates.json" \
+# to the tests. Up to 180 s: 116 s on 2026-11-28 with three variants, and rows-poly, last of
+# the jobs, first compiles the row-tile forward's seven autotune shapes for two new keys.
+timed rates ${RATES_TIMEOUT:-180} $PY bench/gpu_rates.py --out "$LOG/rates.json" \
   --cuda-variants rcp-mufu --triton-variants bias-sum+rcp-div,rows-poly > "$LOG/rates.md" 2>&1
 rates_status=$?
 

@@ -48,6 +48,22 @@ def test_compiled_half_within_twice_reference_error(dtype, block_len, direction)
     assert_within_twice_reference(NAMES, got, low, want)
 
 
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=["fp16", "bf16"])
+@pytest.mark.parametrize("block_len, direction", [(0, "forward"), (100, "all"), (0, "diag")])
+def test_compiled_row_tile_polynomial_exp2(monkeypatch, dtype, block_len, direction):
+    # configs.ROWS_EXP2 = "half-poly" compiled, with tanh.approx: several row tiles, keys that
+    # every query of a tile attends and keys at its diagonal, odd and even key counts.
+    from blosa_kernels import configs
+
+    monkeypatch.setattr(configs, "ROWS_EXP2", "half-poly")
+    inputs = make_inputs(2, 257, 96, "holes", True, 5, dtype, "cuda")
+    settings = (block_len, direction, 5.0)
+    got = run(masked_block_attn_triton, *inputs, *settings)
+    low = run(masked_block_attn_ref, *inputs, *settings)
+    want = reference64_cuda(*inputs, *settings)
+    assert_within_twice_reference(NAMES, got, low, want)
+
+
 @pytest.mark.parametrize("direction", DIRECTIONS)
 @pytest.mark.parametrize("block_len", [100, 0])  # blocks of 100 (two query tiles of 64), one block
 def test_compiled_fused_backward_matches_reference(fused_backward, direction, block_len):
