@@ -2,18 +2,20 @@
 
     python bench/bias_reduce.py
 
-z = dep_i + head_j + bias, so d_bias = d_head summed over batch and queries. The Triton
-backward sums with ATen: blocks of at most 64 the kernel's per-block float32 sums, [B · n/r, d]
-(`d_bias_part.sum(0)`), longer ones d_head (`d_head.sum((0, 1))`). At r = 8 (B=64, n=384,
-d=300) the first took 0.012 ms of the 0.184 ms of bfloat16 forward+backward kernel time on an
-H200 (2026-11-27, bench/RESULTS.md), for 3.7 MB in and 300 sums out. (The CUDA backend sums
-with its own kernels since then, csrc/cuda/column_sums.cuh; gpu_rates.py times them in its
-calls.) This compares each with summing groups of G rows first (many outputs, so many thread
-blocks) and then the groups, and with a matrix-vector product with ones (cuBLAS's gemv), on
-the benchmark's shapes (r = 8's per-block sums first, as B = 1, n = 3072), and checks that each
-form agrees with the one-pass sum and is bitwise repeatable.
+z = dep_i + head_j + bias, so d_bias = d_head summed over batch and queries: for blocks of at
+most 64 the kernel's per-block float32 sums, [B · n/r, d], for longer ones d_head. The Triton
+backward summed them with ATen (`d_bias_part.sum(0)`, `d_head.sum((0, 1))`): at r = 8 (B=64,
+n=384, d=300) 0.012 ms of the 0.184 ms of bfloat16 forward+backward kernel time on an H200
+(2026-11-27, bench/RESULTS.md), for 3.7 MB in and 300 sums out; since 2026-11-28 it takes the
+matrix-vector product with ones (configs.BIAS_SUM = "mv"), which this measured at a half to a
+third of that time (2026-11-28). (The CUDA backend sums with its own kernels,
+csrc/cuda/column_sums.cuh; gpu_rates.py times them in its calls.) This compares the one-pass sum
+with summing groups of G rows first (many outputs, so many thread blocks) and then the groups,
+and with the product with ones (cuBLAS's gemv), on the benchmark's shapes (r = 8's per-block
+sums first, as B = 1, n = 3072), and checks that each form agrees with the one-pass sum and is
+bitwise repeatable.
 Times are the kernels' (torch.profiler), not the call's: a call this short waits on the host.
-Prints a markdown table; bench/gpu_check.sh appends it to sfu.md.
+Prints a markdown table (by hand: `make gpu-check` no longer runs it).
 """
 from __future__ import annotations
 
