@@ -221,7 +221,7 @@ def measure(backend, dtype, B, n, d, block_len, mode, profile_host=False):
 TUNING_VARIABLES = ("BLOSA_CUDA_TILE", "BLOSA_CUDA_BACKWARD", "BLOSA_CUDA_FORWARD",
                     "BLOSA_CUDA_SMALL_VEC", "BLOSA_CUDA_SMALL_PERSISTENT",
                     "BLOSA_CUDA_SMALL_DENSE", "BLOSA_CUDA_SMALL_LOADS_FIRST",
-                    "BLOSA_CUDA_SMALL_RCP")
+                    "BLOSA_CUDA_SMALL_RCP", "BLOSA_CUDA_COLUMN_SUMS")
 
 
 def variant_env(variant: str) -> dict[str, str]:
@@ -232,7 +232,9 @@ def variant_env(variant: str) -> dict[str, str]:
     (BLOSA_CUDA_SMALL_LOADS_FIRST=1, the default / 0: whether the dense kernels issue every
     load before their math), "rcp-fma" / "rcp-mufu" (BLOSA_CUDA_SMALL_RCP=fma, the default /
     mufu: whether the dense 16-bit forward with its loads first takes 1 / sum from Newton
-    steps on the FMA pipe or from the special-function unit), e.g. "stream+split"."""
+    steps on the FMA pipe or from the special-function unit), "sums-one" / "sums-two"
+    (BLOSA_CUDA_COLUMN_SUMS=one / two, the default: d_bias's column sums in one launch of tall
+    thread blocks or two), e.g. "stream+split"."""
     env = {}
     for part in variant.split("+"):
         if part.startswith("tile") and part[4:].isdigit():
@@ -251,22 +253,25 @@ def variant_env(variant: str) -> dict[str, str]:
             env["BLOSA_CUDA_SMALL_LOADS_FIRST"] = "1" if part == "loads-first" else "0"
         elif part in ("rcp-fma", "rcp-mufu"):
             env["BLOSA_CUDA_SMALL_RCP"] = part.removeprefix("rcp-")
+        elif part in ("sums-one", "sums-two"):
+            env["BLOSA_CUDA_COLUMN_SUMS"] = part.removeprefix("sums-")
         else:
             raise ValueError(f"unknown CUDA variant part {part!r} in {variant!r} (tileN, split, "
                              "fused, stream, staged, vecN, persistent, general, loads-first, "
-                             "loads-later, rcp-fma, rcp-mufu)")
+                             "loads-later, rcp-fma, rcp-mufu, sums-one, sums-two)")
     return env
 
 
 def variant_config(variant: str):
     """The config a kernel variant changes the kernels of: r = 8 for "vecN", "persistent",
     "general" (CUDA's and Triton's), "loads-first", "loads-later", "rcp-fma", "rcp-mufu",
-    "per-block", "bias-mv", "bias-sum", "rcp-newton" and "rcp-div" (the small-block kernels and
-    their d_bias), else one block (the tiled and row-tile kernels)."""
+    "per-block", "bias-mv", "bias-sum", "rcp-newton", "rcp-div", "sums-one" and "sums-two" (the
+    small-block kernels and their d_bias), else one block (the tiled and row-tile kernels)."""
     small = any(part.startswith("vec") or part in ("persistent", "general", "loads-first",
                                                     "loads-later", "rcp-fma", "rcp-mufu",
                                                     "per-block", "bias-mv", "bias-sum",
-                                                    "rcp-newton", "rcp-div")
+                                                    "rcp-newton", "rcp-div", "sums-one",
+                                                    "sums-two")
                 for part in variant.split("+"))
     return next(c for c in CONFIGS if c[0] == ("r=8" if small else "one block"))
 

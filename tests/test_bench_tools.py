@@ -149,6 +149,9 @@ def test_variants_combine():
     assert gpu_rates.variant_env("loads-later+rcp-mufu") == {
         "BLOSA_CUDA_SMALL_LOADS_FIRST": "0", "BLOSA_CUDA_SMALL_RCP": "mufu"}
     assert gpu_rates.variant_config("rcp-fma")[0] == "r=8"
+    assert gpu_rates.variant_env("sums-one+rcp-mufu") == {
+        "BLOSA_CUDA_COLUMN_SUMS": "one", "BLOSA_CUDA_SMALL_RCP": "mufu"}
+    assert gpu_rates.variant_config("sums-one")[0] == "r=8"
     assert gpu_rates.triton_variant_settings("bias-mv") == {"BIAS_SUM": "mv"}
     assert gpu_rates.variant_config("bias-mv")[0] == "r=8"
     assert gpu_rates.triton_variant_settings("rcp-newton+bias-mv") == {

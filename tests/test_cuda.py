@@ -216,6 +216,29 @@ def test_dense_small_kernels_at_the_benchmark_size(monkeypatch, dtype, direction
     check_dense_and_general(monkeypatch, dtype, direction, B=64, n=384, d=300)
 
 
+@pytest.mark.parametrize("dtype", (torch.float32, torch.bfloat16), ids=str)
+@pytest.mark.parametrize("block_len, B, n", [(8, 64, 384), (0, 3, 96)])
+def test_one_pass_column_sums(monkeypatch, dtype, block_len, B, n):
+    # BLOSA_CUDA_COLUMN_SUMS=one: d_bias's column sums in one launch of the tall shape (at the
+    # benchmark's size at r = 8, its 3072 per-block sums; for one block, d_head's 288 rows):
+    # against the reference, and within rounding of the two launches' d_bias (64 float32
+    # roundings of the terms' magnitudes, one unit in dtype's last place), the rest bitwise
+    # equal.
+    monkeypatch.setenv("BLOSA_CUDA_COLUMN_SUMS", "one")
+    check(dtype, "forward", block_len, "none", B=B, n=n, d=300, scale=5.0, with_bias=True)
+    gen = generator_for("cuda-one-pass-sums", dtype, block_len, B, n)
+    inputs, mask, grad_out = make_case(B, n, 300, gen, True, "none")
+    settings = (block_len, "forward", 5.0)
+    one = run(public_op, inputs, mask, grad_out, dtype, *settings)
+    monkeypatch.setenv("BLOSA_CUDA_COLUMN_SUMS", "two")
+    two = run(public_op, inputs, mask, grad_out, dtype, *settings)
+    assert all(torch.equal(a, b) for a, b in zip(one[:4], two[:4]))
+    d_head = run(masked_block_attn_ref, inputs, mask, grad_out, torch.float64, *settings)[2]
+    bound = (64 * torch.finfo(torch.float32).eps * d_head.abs().sum((0, 1)).to(DEV)
+             + torch.finfo(dtype).eps * two[4].double().abs())
+    assert ((one[4].double() - two[4].double()).abs() <= bound).all()
+
+
 @pytest.mark.parametrize("direction", DIRECTIONS)
 @pytest.mark.parametrize("dtype", (torch.bfloat16, torch.float16), ids=str)
 def test_fma_reciprocal_forward(monkeypatch, dtype, direction):

@@ -68,7 +68,7 @@ def reference(inputs, mask, grad_out, settings, dtype=torch.float64):
 
 def run_emulated(ops, inputs, mask, grad_out, dtype, settings, tile, fused=False, staged=False,
                  recompute=False, small_vec=1, persistent=0, small_dense=True,
-                 small_loads_first=False, small_fma_reciprocal=False):
+                 small_loads_first=False, small_fma_reciprocal=False, column_sums_one_pass=False):
     """out, d_dep, d_head, d_value, d_bias ([0] without a bias) of the emulated kernels on
     inputs cast to dtype. recompute:
     the forward saves no lse, and the backward gets empty out and lse (it recomputes them).
@@ -76,13 +76,14 @@ def run_emulated(ops, inputs, mask, grad_out, dtype, settings, tile, fused=False
     blocks of the persistent small-block kernels (0: the one-shot ones). small_dense: whether
     calls that allow them take the dense small-block kernels; small_loads_first: whether those
     issue their loads first; small_fma_reciprocal: whether the forward of those, for 16-bit
-    inputs, divides by Newton steps on the FMA pipe."""
+    inputs, divides by Newton steps on the FMA pipe; column_sums_one_pass: whether d_bias's
+    column sums take one launch of the tall shape where the rows allow it."""
     xs = [None if t is None else t.to(dtype) for t in inputs]
     out, lse = ops.fwd(*xs, mask, *settings, tile, staged, not recompute, small_vec, persistent,
                        small_dense, small_loads_first, small_fma_reciprocal)
     saved_out = out.new_empty(0) if recompute else out
     grads = ops.bwd(grad_out.to(dtype), *xs, mask, saved_out, lse, *settings, tile, fused,
-                    small_vec, persistent, small_dense, small_loads_first)
+                    small_vec, persistent, small_dense, small_loads_first, column_sums_one_pass)
     return [out, *grads], lse
 
 
@@ -497,27 +498,55 @@ COLUMN_DTYPES = ((torch.float64, torch.float64), (torch.float32, torch.float32),
                  (torch.bfloat16, torch.bfloat16), (torch.float16, torch.float16))
 
 
+@pytest.mark.parametrize("one_pass", [False, True], ids=["two-pass", "one-pass"])
 @pytest.mark.parametrize("dtypes", COLUMN_DTYPES, ids=lambda p: f"{p[0]}-{p[1]}")
 @pytest.mark.parametrize("rows, d", COLUMN_SHAPES)
-def test_column_sums_match_a_float64_sum(emulated, rows, d, dtypes):
+def test_column_sums_match_a_float64_sum(emulated, rows, d, dtypes, one_pass):
     # d_bias's reduction (column_sums.cuh): every column's sum, once rounded to the output
-    # dtype, within the accumulation's rounding of the exact sum; bitwise repeatable.
+    # dtype, within the accumulation's rounding of the exact sum; bitwise repeatable. One
+    # launch where the rows fit a chunk, or with one_pass (the tall shape) up to 4096 rows.
     x_dtype, out_dtype = dtypes
-    x = (torch.randn(rows, d, generator=generator_for("column-sums", rows, d, dtypes),
+    x = (torch.randn(rows, d, generator=generator_for("column-sums", rows, d, dtypes, one_pass),
                      dtype=torch.float64) * 3).to(x_dtype)
     before = emulated.launch_count()
-    got = emulated.column_sums(x, out_dtype)
-    assert emulated.launch_count() - before == (1 if rows <= 64 else 2)
+    got = emulated.column_sums(x, out_dtype, one_pass)
+    assert emulated.launch_count() - before == (1 if rows <= 64 or one_pass and rows <= 4096
+                                                else 2)
     want = x.double().sum(0)
-    # Each value goes through at most 24 additions at these sizes (chunks of up to 79 rows,
-    # 8 lanes a chunk, then up to 64 chunks): 64 roundings of the accumulation type bound the
-    # error with room, and a lost or doubled row exceeds it.
+    # Each value goes through at most 39 additions (two passes: chunks of up to 79 rows, 8
+    # lanes a chunk, then up to 64 chunks, 24; the tall shape: up to 32 rows a lane of its 128,
+    # then the 7 levels of its tree): 64 roundings of the accumulation type bound the error
+    # with room, and a lost or doubled row exceeds it.
     unit = torch.finfo(torch.float64 if x_dtype == torch.float64 else torch.float32).eps / 2
     accumulated = 64 * unit * x.double().abs().sum(0)
     rounded = torch.finfo(out_dtype).eps * want.abs()
     assert got.dtype == out_dtype and got.shape == (d,)
     assert ((got.double() - want).abs() <= accumulated + rounded).all(), (got, want)
-    assert torch.equal(got, emulated.column_sums(x, out_dtype))
+    assert torch.equal(got, emulated.column_sums(x, out_dtype, one_pass))
+
+
+@pytest.mark.parametrize("dtype", (torch.float32, torch.bfloat16), ids=str)
+@pytest.mark.parametrize("block_len, n", [(8, 200), (0, 70)])
+def test_backward_with_one_pass_column_sums(emulated, dtype, block_len, n):
+    # KernelOptions::column_sums_one_pass through the whole backward: d_bias from one launch of
+    # the tall column sums (at r = 8 of the 75 per-block sums, for one block of d_head's 210
+    # rows) within rounding of the two launches' d_bias (the same float terms added in another
+    # order: 64 roundings of float32 on their magnitudes, and one unit of dtype's last place),
+    # which the other tests hold to the reference; one launch fewer, the rest bitwise equal.
+    gen = generator_for("one-pass column sums", dtype, block_len, n)
+    inputs, mask, grad_out = make_case(3, n, 12, gen, True, "right_pad")
+    settings = (block_len, "forward", 5.0)
+    before = emulated.launch_count()
+    two, _ = run_emulated(emulated, inputs, mask, grad_out, dtype, settings, 8, recompute=True)
+    between = emulated.launch_count()
+    one, _ = run_emulated(emulated, inputs, mask, grad_out, dtype, settings, 8, recompute=True,
+                          column_sums_one_pass=True)
+    assert emulated.launch_count() - between == between - before - 1
+    assert all(torch.equal(a, b) for a, b in zip(one[:4], two[:4]))
+    terms = reference(inputs, mask, grad_out, settings)[2].abs().sum((0, 1))  # sum of |d_head|
+    bound = (64 * torch.finfo(torch.float32).eps * terms
+             + torch.finfo(dtype).eps * two[4].double().abs())
+    assert ((one[4].double() - two[4].double()).abs() <= bound).all(), (one[4], two[4])
 
 
 def test_matches_the_cpu_kernels(emulated):

@@ -258,12 +258,15 @@ def test_fma_reciprocal_forward_leaves_the_special_function_unit(kernels, dumped
 
 def test_column_sums_issue_eight_loads_at_once(kernels, dumped):
     # column_sums (csrc/cuda/column_sums.cuh) is a latency-bound stream of a few loads a thread
-    # (8 at r = 8's sizes): its loop, unrolled 8 times, must issue 8 rows' loads before adding
-    # the first, not load and add one row at a time. (float64's, which double-precision
-    # throughput bounds anyway, had 6 of 8 on the 2026-11-27 build: not checked.)
+    # (8 at r = 8's sizes, 24 in the tall one-pass shape): its loop, unrolled 8 times, must
+    # issue 8 rows' loads before adding the first, not load and add one row at a time.
+    # (float64's, which double-precision throughput bounds anyway, had 6 of 8 on the 2026-11-27
+    # build: not checked.) 7 instantiations of the two-pass shape, 5 of the tall one (the
+    # single-launch (in, out) pairs: float sums into each dtype, d_head into its own dtype).
     functions = {name: code for name, code in kernels.items()
                  if re.search(r"column_sumsI(f|N3c10)", name)}
-    assert len(functions) == 7, f"{len(functions)} column_sums kernels in the build"
+    tall = [name for name in functions if "Li8ELi128E" in name]
+    assert (len(functions), len(tall)) == (12, 5), f"{len(functions)} column_sums kernels ({len(tall)} tall)"
     registers = sass_loads.registers(dumped[1])
     for name, code in functions.items():
         run = sass_loads.longest_load_run(code)

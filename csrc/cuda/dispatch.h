@@ -23,7 +23,8 @@ namespace blosa::cuda {
 
 // How the kernels run; masked_block_attn_cuda.cu reads it from BLOSA_CUDA_TILE,
 // BLOSA_CUDA_BACKWARD, BLOSA_CUDA_FORWARD, BLOSA_CUDA_SMALL_VEC, BLOSA_CUDA_SMALL_PERSISTENT,
-// BLOSA_CUDA_SMALL_DENSE, BLOSA_CUDA_SMALL_LOADS_FIRST and BLOSA_CUDA_SMALL_RCP, for tuning.
+// BLOSA_CUDA_SMALL_DENSE, BLOSA_CUDA_SMALL_LOADS_FIRST, BLOSA_CUDA_SMALL_RCP and
+// BLOSA_CUDA_COLUMN_SUMS, for tuning.
 struct KernelOptions {
   // Rows (queries, or keys in backward) per thread: 4 or 8. 8 was the fastest forward+backward
   // on an H200 (bench/RESULTS.md); 16 was slower everywhere and is gone.
@@ -73,6 +74,10 @@ struct KernelOptions {
   // bfloat16 forward 0.0201 -> 0.0193 ms (1.04x; 1.34e12 score elements/s), forward+backward
   // 0.0591 -> 0.0579 ms. Off, the division's MUFU.RCP.
   bool small_fma_reciprocal = true;
+  // d_bias's column sums of up to kTallMaxRows rows (the r = 8 benchmark's per-block sums,
+  // 3072 rows) in one launch of tall thread blocks instead of two (column_sums.cuh). Off until
+  // measured (gpu_rates variant sums-one).
+  bool column_sums_one_pass = false;
 };
 
 // The type inputs of type T accumulate in: float (double for double).
@@ -224,13 +229,20 @@ Geometry elementwise_geometry(const Args<T, A>& a) {
 
 // out ([d], type Out) = the column sums of x ([rows, d], rows >= 1, type In), accumulated in A:
 // one launch of column_sums where the rows fit one chunk, else one per chunk into a
-// [chunks, d] scratch of A (allocated with `options`' device) and one that adds the chunks.
+// [chunks, d] scratch of A (allocated with `options`' device) and one that adds the chunks;
+// with one_pass (KernelOptions::column_sums_one_pass), up to kTallMaxRows rows in one launch of
+// the tall shape.
 template <typename A, typename In, typename Out, typename Launch>
 void sum_columns(const In* x, int64_t rows, int64_t d, Out* out, const at::TensorOptions& options,
-                 Launch&& launch) {
+                 bool one_pass, Launch&& launch) {
   const int64_t chunk = std::max(kColumnRows, ceil_div(rows, kMaxChunks));
   const int64_t chunks = ceil_div(rows, chunk);
   const auto geometry = [d](int64_t gx) { return Geometry{gx, ceil_div(d, 32), 32, kColumnLanes}; };
+  if (one_pass && chunks > 1 && rows <= kTallMaxRows) {
+    launch(column_sums<In, A, Out, kTallCols, kTallLanes>,
+           Geometry{1, ceil_div(d, kTallCols), kTallCols, kTallLanes}, x, rows, d, rows, out);
+    return;
+  }
   if (chunks == 1) {
     launch(column_sums<In, A, Out>, geometry(1), x, rows, d, chunk, out);
     return;
@@ -492,10 +504,10 @@ void run_backward(const at::Tensor& grad_out, const at::Tensor& dep, const at::T
                       launch);
     if (block_sums) {
       sum_columns<A>(static_cast<const A*>(a.d_bias_part), a.B * a.nblocks, a.d,
-                     d_bias.data_ptr<T>(), dep.options(), launch);
+                     d_bias.data_ptr<T>(), dep.options(), opt.column_sums_one_pass, launch);
     } else if (bias.has_value()) {
       sum_columns<A>(static_cast<const T*>(a.d_head), a.B * a.n, a.d, d_bias.data_ptr<T>(),
-                     dep.options(), launch);
+                     dep.options(), opt.column_sums_one_pass, launch);
     }
   };
   with_base_args(dep, head, value, bias, mask, block_len, direction, scale, backward);

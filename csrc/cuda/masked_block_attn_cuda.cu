@@ -63,6 +63,8 @@ void check_cuda_inputs(const at::Tensor& dep) {
 //   BLOSA_CUDA_SMALL_RCP=mufu|fma   the dense forward with its loads first, 16-bit inputs: each
 //                                   row's 1 / sum from the special-function unit or from
 //                                   Newton steps on the FMA pipe (default).
+//   BLOSA_CUDA_COLUMN_SUMS=two|one  d_bias's column sums of up to 4096 rows in two launches
+//                                   (default) or one (column_sums.cuh).
 // The value of tuning variable `name`, which must be `a` or `b`; nullopt where it is unset.
 std::optional<std::string> tuning_choice(const char* name, const char* a, const char* b) {
   const char* value = std::getenv(name);
@@ -91,6 +93,9 @@ cuda::KernelOptions kernel_options_from_env() {
   }
   if (const auto v = tuning_choice("BLOSA_CUDA_SMALL_RCP", "mufu", "fma")) {
     opt.small_fma_reciprocal = *v == "fma";
+  }
+  if (const auto v = tuning_choice("BLOSA_CUDA_COLUMN_SUMS", "two", "one")) {
+    opt.column_sums_one_pass = *v == "one";
   }
   return opt;
 }

@@ -83,7 +83,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> bwd(
     const at::Tensor& value_in, const std::optional<at::Tensor>& bias,
     const std::optional<at::Tensor>& mask, const at::Tensor& out_in, const at::Tensor& lse_in,
     int64_t block_len, c10::string_view direction, double scale, int64_t tile, bool fused,
-    int64_t small_vec, int64_t persistent_blocks, bool small_dense, bool small_loads_first) {
+    int64_t small_vec, int64_t persistent_blocks, bool small_dense, bool small_loads_first,
+    bool column_sums_one_pass) {
   const at::Tensor grad_out = grad_out_in.contiguous(), dep = dep_in.contiguous(),
                    head = head_in.contiguous(), value = value_in.contiguous(),
                    out = out_in.contiguous(), lse = lse_in.contiguous();
@@ -92,9 +93,10 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> bwd(
              d_value = at::full_like(dep, NAN),
              d_bias = at::full({bias ? dep.size(2) : 0}, NAN, dep.options());
   if (dep.numel() == 0) return {d_dep, d_head, d_value, d_bias.zero_()};
-  const blosa::cuda::KernelOptions opt{static_cast<int>(tile), fused, false,
-                                       static_cast<int>(small_vec), persistent_blocks > 0,
-                                       small_dense, small_loads_first};
+  blosa::cuda::KernelOptions opt{static_cast<int>(tile), fused, false,
+                                 static_cast<int>(small_vec), persistent_blocks > 0,
+                                 small_dense, small_loads_first};
+  opt.column_sums_one_pass = column_sums_one_pass;
   blosa::cuda::run_backward(grad_out, dep, head, value, bias_c, mask_c, out, lse, block_len,
                             std::string(direction), scale, opt, d_dep, d_head, d_value, d_bias,
                             EmulatedLaunch{persistent_blocks});
@@ -114,8 +116,9 @@ int64_t small_vec_for(const at::Tensor& dep, int64_t small_vec) {
 }
 
 // cuda::sum_columns of x ([rows, d], rows >= 1) into a [d] tensor of dtype out_dtype, with x's
-// accumulation type, as run_backward makes d_bias: its kernels and its chunking of the rows.
-at::Tensor column_sums(const at::Tensor& x_in, at::ScalarType out_dtype) {
+// accumulation type, as run_backward makes d_bias: its kernels and its chunking of the rows
+// (one_pass: KernelOptions::column_sums_one_pass).
+at::Tensor column_sums(const at::Tensor& x_in, at::ScalarType out_dtype, bool one_pass) {
   const at::Tensor x = x_in.contiguous();
   at::Tensor out = at::full({x.size(1)}, NAN, x.options().dtype(out_dtype));
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, x.scalar_type(), "column_sums", [&] {
@@ -123,7 +126,8 @@ at::Tensor column_sums(const at::Tensor& x_in, at::ScalarType out_dtype) {
     const In* const rows = x.data_ptr<In>();
     AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, out_dtype, "column_sums", [&] {
       blosa::cuda::sum_columns<blosa::cuda::Accumulate<In>>(
-          rows, x.size(0), x.size(1), out.data_ptr<scalar_t>(), x.options(), EmulatedLaunch{});
+          rows, x.size(0), x.size(1), out.data_ptr<scalar_t>(), x.options(), one_pass,
+          EmulatedLaunch{});
     });
   });
   return out;
@@ -172,7 +176,7 @@ TORCH_LIBRARY(blosa_emulated, m) {
   m.def("fma_reciprocal_launch_count() -> int", &fma_reciprocal_launch_count);
   m.def("reciprocal_newton(Tensor x, int steps) -> Tensor");
   m.def("launch_count() -> int", &launch_count);
-  m.def("column_sums(Tensor x, ScalarType out_dtype) -> Tensor");
+  m.def("column_sums(Tensor x, ScalarType out_dtype, bool one_pass=False) -> Tensor");
   m.def(
       "fwd(Tensor dep, Tensor head, Tensor value, Tensor? bias, Tensor? mask, int block_len, "
       "str direction, float scale, int tile, bool staged, bool compute_lse=True, int small_vec=1, "
@@ -181,8 +185,8 @@ TORCH_LIBRARY(blosa_emulated, m) {
   m.def(
       "bwd(Tensor grad_out, Tensor dep, Tensor head, Tensor value, Tensor? bias, Tensor? mask, "
       "Tensor out, Tensor lse, int block_len, str direction, float scale, int tile, bool fused, "
-      "int small_vec=1, int persistent_blocks=0, bool small_dense=True, bool small_loads_first=False) "
-      "-> (Tensor, Tensor, Tensor, Tensor)");
+      "int small_vec=1, int persistent_blocks=0, bool small_dense=True, bool small_loads_first=False, "
+      "bool column_sums_one_pass=False) -> (Tensor, Tensor, Tensor, Tensor)");
 }
 
 TORCH_LIBRARY_IMPL(blosa_emulated, CPU, m) {
