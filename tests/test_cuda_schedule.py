@@ -266,7 +266,8 @@ def test_column_sums_issue_eight_loads_at_once(kernels, dumped):
     functions = {name: code for name, code in kernels.items()
                  if re.search(r"column_sumsI(f|N3c10)", name)}
     tall = [name for name in functions if "Li8ELi128E" in name]
-    assert (len(functions), len(tall)) == (12, 5), f"{len(functions)} column_sums kernels ({len(tall)} tall)"
+    assert (len(functions), len(tall)) == (12, 5), (
+        f"{len(functions)} column_sums kernels in the build, {len(tall)} of them tall")
     registers = sass_loads.registers(dumped[1])
     for name, code in functions.items():
         run = sass_loads.longest_load_run(code)
