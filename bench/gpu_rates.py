@@ -262,17 +262,17 @@ def variant_env(variant: str) -> dict[str, str]:
     return env
 
 
+# Variant parts (CUDA's and Triton's) that change the small-block kernels or their d_bias, and
+# so are measured at r = 8; "vecN" too.
+SMALL_BLOCK_PARTS = frozenset({
+    "persistent", "general", "loads-first", "loads-later", "rcp-fma", "rcp-mufu", "per-block",
+    "bias-mv", "bias-sum", "rcp-newton", "rcp-div", "sums-one", "sums-two"})
+
+
 def variant_config(variant: str):
-    """The config a kernel variant changes the kernels of: r = 8 for "vecN", "persistent",
-    "general" (CUDA's and Triton's), "loads-first", "loads-later", "rcp-fma", "rcp-mufu",
-    "per-block", "bias-mv", "bias-sum", "rcp-newton", "rcp-div", "sums-one" and "sums-two" (the
-    small-block kernels and their d_bias), else one block (the tiled and row-tile kernels)."""
-    small = any(part.startswith("vec") or part in ("persistent", "general", "loads-first",
-                                                    "loads-later", "rcp-fma", "rcp-mufu",
-                                                    "per-block", "bias-mv", "bias-sum",
-                                                    "rcp-newton", "rcp-div", "sums-one",
-                                                    "sums-two")
-                for part in variant.split("+"))
+    """The config a kernel variant changes the kernels of: r = 8 for one with a part in
+    SMALL_BLOCK_PARTS or "vecN", else one block (the tiled and row-tile kernels)."""
+    small = any(part.startswith("vec") or part in SMALL_BLOCK_PARTS for part in variant.split("+"))
     return next(c for c in CONFIGS if c[0] == ("r=8" if small else "one block"))
 
 

@@ -1,6 +1,6 @@
 """How far ahead of their use the CUDA kernels' loops issue their loads, from the SASS.
 
-    python bench/sass_loads.py [--so python/blosa/_C*.so] [--kernels REGEX] [--whole]
+    python bench/sass_loads.py [--so python/blosa/_C*.so] [--kernels REGEX] [--whole | --blocks]
 
 No GPU needed: it reads the sm_90 machine code that `make build` compiled (cuobjdump). For
 each kernel whose name matches REGEX (default: the float32 tiled kernels, tile 8, fixed pivot),
@@ -18,7 +18,9 @@ how many loads are read before the last load is issued (reads_before_last_load).
 the cubins that `python -m blosa_kernels.compile_check --cubin-dir DIR` writes
 (--so DIR/NAME.cubin); with --per-pair DIR it prints, for the Triton per-block and per-pair
 kernels' autotune configs there, the instructions a thread runs per allowed (query, key,
-feature) triple at r = 8 (loops counted for their 7 steps).
+feature) triple at r = 8 (loops counted for their 7 steps). With --blocks it prints, for each
+loop with special-function work, its basic blocks (first address, instructions, MUFU ops, where
+its branch goes): what one trip runs is the sum along its path.
 """
 from __future__ import annotations
 
@@ -275,6 +277,49 @@ def readable(mangled: str) -> str:
     return name.replace("blosa::cuda::", "").replace("c10::", "") or mangled
 
 
+def loop_blocks(code: list[tuple[int, str]], loop: Loop) -> list[tuple[int, int, int, int | None]]:
+    """The basic blocks of `loop` in code order: (first address, instructions, MUFU ops, the
+    address its last instruction branches to, or None). A block starts at the loop's start, at
+    each branch target inside the loop and after each branch."""
+    body = code[loop.start:loop.end + 1]
+    first, last = body[0][0], body[-1][0]
+    leaders = {first}
+    for i, (address, text) in enumerate(body):
+        m = BRANCH.search(text)
+        if m:
+            target = int(m.group(1), 16)
+            if first <= target <= last:
+                leaders.add(target)
+            if i + 1 < len(body):
+                leaders.add(body[i + 1][0])
+    blocks, current = [], []
+    for address, text in body:
+        if address in leaders and current:
+            blocks.append(current)
+            current = []
+        current.append((address, text))
+    blocks.append(current)
+    found = []
+    for block in blocks:
+        m = BRANCH.search(block[-1][1])
+        found.append((block[0][0], len(block), sum("MUFU" in text for _, text in block),
+                      int(m.group(1), 16) if m else None))
+    return found
+
+
+def blocks_report(sass: str, res_usage: str, pattern: str) -> str:
+    """loop_blocks of every loop with special-function work of the kernels matching
+    `pattern`, as a table."""
+    lines = ["| kernel | loop | block | instructions | MUFU | branches to |", "|---|---|---|---|---|---|"]
+    for name, code in matching(sass, pattern):
+        for loop in loops(code):
+            for address, size, mufu, target in loop_blocks(code, loop):
+                to = "-" if target is None else f"{target:#06x}"
+                lines.append(f"| {readable(name)} | {code[loop.start][0]:#06x} | {address:#06x} | "
+                             f"{size} | {mufu} | {to} |")
+    return "\n".join(lines)
+
+
 def report(sass: str, res_usage: str, pattern: str) -> str:
     regs = registers(res_usage)
     lines = ["| kernel | registers | loop | instructions | MUFU | barriers | loads: instructions to first use |",
@@ -312,6 +357,8 @@ def main(argv=None) -> int:
     parser.add_argument("--kernels", default=DEFAULT_KERNELS, help="regex on mangled kernel names")
     parser.add_argument("--whole", action="store_true",
                         help="one line per kernel: whole-kernel counts instead of loops")
+    parser.add_argument("--blocks", action="store_true",
+                        help="the basic blocks of each loop with special-function work")
     parser.add_argument("--per-pair", metavar="DIR",
                         help="instructions per allowed pair of the Triton per-block and per-pair "
                              "kernels at r = 8, from `python -m blosa_kernels.compile_check "
@@ -323,7 +370,8 @@ def main(argv=None) -> int:
     so = args.so or built_extension()
     if not so or not os.path.exists(so):
         raise SystemExit("no built extension: run `make build` (with BLOSA_CUDA=1), or pass --so")
-    print((whole_report if args.whole else report)(*dump(so, args.kernels), args.kernels))
+    show = whole_report if args.whole else blocks_report if args.blocks else report
+    print(show(*dump(so, args.kernels), args.kernels))
     return 0
 
 

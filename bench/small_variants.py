@@ -38,8 +38,8 @@ NVCC_FLAGS = ["-O3", "-std=c++20", "--use_fast_math", "--expt-relaxed-constexpr"
 TYPES = (("c10::BFloat16", "float"), ("c10::Half", "float"), ("float", "float"),
          ("double", "double"))
 DIRECTIONS = ("kForward", "kBackward", "kDiag", "kAll")
-# kReciprocalSteps (csrc/cuda/attn_kernels.cuh) of the types whose forward can take them.
-RECIPROCAL_STEPS = {"c10::BFloat16": 2, "c10::Half": 3}
+# The types whose dense forward can take 1 / sum from reciprocal_newton (16-bit: dispatch.h).
+RECIPROCAL_TYPES = ("c10::BFloat16", "c10::Half")
 
 
 def variants(accumulate: str, double: bool):
@@ -72,12 +72,11 @@ def source(types=TYPES, directions=DIRECTIONS) -> str:
                 flags = ", ".join(map(str, variant))
                 for kernel in ("forward_small", "backward_small_recompute"):
                     lines.append(f"template __global__ void {kernel}<{head}, {flags}>({args});")
-                if variant[3:] == ("true", "true") and scalar in RECIPROCAL_STEPS:
+                if variant[3:] == ("true", "true") and scalar in RECIPROCAL_TYPES:
                     # the dense forward with its loads first dividing by reciprocal_newton
-                    # (KernelOptions::small_fma_reciprocal): 16-bit inputs
-                    steps = RECIPROCAL_STEPS[scalar]
+                    # (KernelOptions::small_fma_reciprocal), its steps as dispatch.h takes them
                     lines.append(f"template __global__ void forward_small<{head}, {flags}, "
-                                 f"{steps}>({args});")
+                                 f"kReciprocalSteps<{scalar}>>({args});")
             lines.append(f"template __global__ void backward_small<{head}>({args});")
     return "\n".join(lines + ["}"]) + "\n"
 

@@ -15,7 +15,8 @@ left to the compiler's choice.
 With --cubin-dir DIR it also writes each binary there, named kernel-dtype-scalars.cubin (with
 -2, -3, ... for a kernel's second, third case in one dtype, in the order of cases()), and
 each autotune config's, kernel-dtype-wWARPS-TILES.cubin (config_cubin_name; e.g.
-bwd_fused_kernel-bf16-w8-BM64-BD32, -RN at the end for a config whose registers are capped at N),
+bwd_fused_kernel-bf16-w8-BM64-BD32, -RN at the end for a config whose registers are capped at N,
+then -poly for the row-tile forward's POLY_EXP2 loop),
 for `cuobjdump -sass` (the cuobjdump that triton bundles will do) or
 `python bench/sass_loads.py --so FILE --kernels NAME` (loop sizes, MUFU, barriers, load distances).
 """
@@ -135,17 +136,21 @@ def cases():
 
 def config_cases():
     """(kernel, pointer dtype, constexprs, num_warps, maxnreg or None): every autotune config of
-    every kernel, on the kernel's first case of cases()."""
+    every kernel, on the kernel's first case of cases(); the row-tile forward's also on its first
+    case with POLY_EXP2 (configs.ROWS_EXP2 = "half-poly", which has another loop)."""
     from blosa_kernels import configs
 
     first = {}
     for fn, dtype, constexprs in cases():
-        first.setdefault(fn, (dtype, constexprs))
+        first.setdefault((fn, bool(constexprs.get("POLY_EXP2"))), (dtype, constexprs))
     for kind, (kernel_configs, _) in configs.CONFIGS.items():
         fn = configs.PLAIN[kind]
-        dtype, constexprs = first[fn]
-        for config in kernel_configs:
-            yield fn, dtype, dict(constexprs, **config.kwargs), config.num_warps, config.maxnreg
+        for poly in (False, True):
+            if (fn, poly) not in first:
+                continue
+            dtype, constexprs = first[fn, poly]
+            for config in kernel_configs:
+                yield fn, dtype, dict(constexprs, **config.kwargs), config.num_warps, config.maxnreg
 
 
 # The constexprs that name an autotune config's tile, in its binary's name and its printout.
@@ -156,10 +161,11 @@ def config_cubin_name(kernel: str, dtype: str, num_warps: int, constexprs: dict,
                       maxnreg: int | None) -> str:
     """The name --cubin-dir gives an autotune config's binary: kernel-dtype-wWARPS-TILES.cubin,
     TILES the config's TILE_KEYS in constexprs' order (e.g. bwd_fused_kernel-bf16-w8-BM64-BD32),
-    with -RN at the end for registers capped at N."""
+    with -RN at the end for registers capped at N, then -poly for POLY_EXP2."""
     tiles = "-".join(f"{k}{v}" for k, v in constexprs.items() if k in TILE_KEYS)
     cap = f"-R{maxnreg}" if maxnreg else ""
-    return f"{kernel}-{dtype}-w{num_warps}-{tiles}{cap}.cubin"
+    poly = "-poly" if constexprs.get("POLY_EXP2") else ""
+    return f"{kernel}-{dtype}-w{num_warps}-{tiles}{cap}{poly}.cubin"
 
 
 def cuobjdump(cubin: bytes, option: str) -> str | None:

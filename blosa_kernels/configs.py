@@ -52,6 +52,20 @@ PAIRS_MAX = 8 if _PAIRS == "1" else 0
 # to load and no test of a row's existence: at r = 8, bfloat16, 26% fewer instructions forward
 # and 18% backward on sm_90. False gives them the general per-pair kernels.
 PAIRS_DENSE = True
+# Input dtypes whose kernels may trade accuracy for special-function ops (below).
+SIXTEEN_BIT = ("bfloat16", "float16")
+
+
+def setting(name: str, *allowed: str) -> str:
+    """The value of the string setting `name` of this module (which tests and gpu_rates'
+    variants set at run time), checked to be one of `allowed`."""
+    value = globals()[name]
+    if value not in allowed:
+        raise ValueError(f"configs.{name} must be {' or '.join(map(repr, allowed))}, "
+                         f"got {value!r}")
+    return value
+
+
 # How the per-pair kernels take each query's 1 / sum for 16-bit inputs: "newton", Newton steps
 # on the FMA pipe (_math.reciprocal_newton), as CUDA's small-block forward does, or "div", a
 # division (one special-function op, of 64 a (block, feature) element in the dense bfloat16
@@ -70,10 +84,7 @@ def pairs_reciprocal_steps(dtype_name: str, backward: bool = False) -> int:
     output takes 2 steps in bfloat16 (relative error about 6.6e-6 against its half ulp, 2^-8)
     and 3 in float16; the backward's 3 (an ulp or two of float32), since its 1 / sum scales
     float32 gradients, some of them summed unrounded into d_bias."""
-    if PAIRS_RECIPROCAL not in ("div", "newton"):
-        raise ValueError(f"configs.PAIRS_RECIPROCAL must be 'div' or 'newton', "
-                         f"got {PAIRS_RECIPROCAL!r}")
-    if PAIRS_RECIPROCAL == "div" or dtype_name not in ("bfloat16", "float16"):
+    if setting("PAIRS_RECIPROCAL", "div", "newton") == "div" or dtype_name not in SIXTEEN_BIT:
         return 0
     return 2 if dtype_name == "bfloat16" and not backward else 3
 
@@ -85,7 +96,10 @@ def pairs_reciprocal_steps(dtype_name: str, backward: bool = False) -> int:
 # (the bfloat16 16-row shape, registers capped at 168) two key steps of a tile that every
 # query attends issue 274 instructions a warp, 64 of them special-function ops (32 tanh, 32
 # exp2) that hold the unit 8 cycles each, 512 cycles; with half-poly 370 instructions and 48
-# such ops, 384 cycles (158 -> 168 registers, no spill; the SASS's basic blocks). bench/
+# such ops, 384 cycles (160 -> 168 registers, no spill; `python -m blosa_kernels.compile_check
+# --cubin-dir DIR`, then `python bench/sass_loads.py --blocks --kernels fwd_rows --so
+# DIR/fwd_rows_kernel-bf16-w2-BM16-BD64-R168[-poly].cubin`: the blocks along that path). On the
+# 4-warp capped shapes ptxas waits on the next pair's mask byte once a pair. bench/
 # sfu_peak.py's loops on an H200: 2.03e12 elements/s with half the exp2 by polynomial, 1.87e12
 # with none (2026-11-28). float32 keeps the unit's exp2 (its exact tanh takes it too). "mufu"
 # until "half-poly" is measured in the kernel (gpu_rates variant rows-poly).
@@ -95,9 +109,7 @@ ROWS_EXP2 = "mufu"
 def rows_poly_exp2(dtype_name: str) -> bool:
     """The row-tile forward's POLY_EXP2 for inputs of dtype `dtype_name`: ROWS_EXP2 is
     "half-poly" and the inputs are 16-bit."""
-    if ROWS_EXP2 not in ("mufu", "half-poly"):
-        raise ValueError(f"configs.ROWS_EXP2 must be 'mufu' or 'half-poly', got {ROWS_EXP2!r}")
-    return ROWS_EXP2 == "half-poly" and dtype_name in ("bfloat16", "float16")
+    return setting("ROWS_EXP2", "mufu", "half-poly") == "half-poly" and dtype_name in SIXTEEN_BIT
 
 
 # How d_bias sums its rows (the per-block kernels' [B · n/r, d] float32 sums, or d_head over

@@ -302,7 +302,7 @@ def _column_sums(x):
     """[d] sums of x ([..., d], float32, contiguous) over all its other dimensions, as
     configs.BIAS_SUM says: ATen's sum, or ("mv") a matrix-vector product with ones, one gemv
     reading x once."""
-    if configs.BIAS_SUM == "mv":
+    if configs.setting("BIAS_SUM", "sum", "mv") == "mv":
         rows = x.view(-1, x.shape[-1])
         return torch.mv(rows.t(), rows.new_ones(rows.shape[0]))
     return x.sum(dim=tuple(range(x.dim() - 1)))

@@ -206,12 +206,13 @@ def query_probs(deps, reals, real_v, b_q, b_nlse2, inv_c, c_log2e, v: tl.constex
             es = es + (b_q,)
     if SAVED_LSE:
         inv = tl.full(b_q.shape, 1.0, dtype=tl.float32)
-    elif RCP_STEPS > 0:
-        # total is 0 (no key) or normal, as softmax_result's sum.
-        inv = tl.where(total > 0.0, reciprocal_newton(tl.where(total > 0.0, total, 1.0), RCP_STEPS),
-                       0.0)
     else:
-        inv = tl.where(total > 0.0, 1.0 / total, 0.0)
+        # total is 0 (no key) or normal, as softmax_result's sum.
+        has = total > 0.0
+        if RCP_STEPS > 0:
+            inv = tl.where(has, reciprocal_newton(tl.where(has, total, 1.0), RCP_STEPS), 0.0)
+        else:
+            inv = tl.where(has, 1.0 / total, 0.0)
     return ts, es, inv
 
 

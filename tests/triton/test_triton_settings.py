@@ -1,12 +1,14 @@
 """What blosa_kernels reads when it is imported: BLOSA_TRITON_BACKWARD, BLOSA_TRITON_PAIRS, and under
 TRITON_INTERPRET=1 whether that triton's interpreter can run with that numpy (so each case that
-imports it does so afresh, in a process of its own)."""
+imports it does so afresh, in a process of its own); and the string settings of
+blosa_kernels.configs that the op reads at each call (configs.setting)."""
 import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -80,6 +82,14 @@ def test_rows_poly_exp2(monkeypatch, setting, dtype, poly):
 
     monkeypatch.setattr(configs, "ROWS_EXP2", setting)
     assert configs.rows_poly_exp2(dtype) is poly
+
+
+def test_bad_bias_sum_setting_is_named(monkeypatch):
+    from blosa_kernels import configs, op
+
+    monkeypatch.setattr(configs, "BIAS_SUM", "tree")
+    with pytest.raises(ValueError, match="BIAS_SUM must be 'sum' or 'mv', got 'tree'"):
+        op._column_sums(torch.ones(3, 2))
 
 
 def test_bad_rows_exp2_setting_is_named(monkeypatch):
