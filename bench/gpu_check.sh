@@ -70,19 +70,22 @@ step "kernel rates"
 # Two variants, the defaults before 2026-11-28's third run, to confirm what it measured once:
 # CUDA's dense 16-bit forward dividing by the special-function unit's reciprocal (rcp-mufu;
 # BLOSA_CUDA_SMALL_RCP), and Triton's d_bias by ATen's sum with the per-pair kernels dividing
-# (bias-sum+rcp-div; configs.BIAS_SUM, configs.PAIRS_RECIPROCAL); and two not yet measured:
+# (bias-sum+rcp-div; configs.BIAS_SUM, configs.PAIRS_RECIPROCAL); and three not yet measured:
 # CUDA's d_bias column sums in one launch of tall thread blocks instead of two (sums-one;
 # BLOSA_CUDA_COLUMN_SUMS), 0.005 ms of the bfloat16 r = 8 training step's 0.058, and Triton's
 # row-tile forward taking every other key's 16-bit exp2 from a polynomial on the FMA pipe
 # (rows-poly; configs.ROWS_EXP2), for its one-block bfloat16 forward, 0.5-1% short of 1.3e12
-# elements/s with the special-function unit its bound. The others (CUDA general,
-# loads-later, stream, split, stream+split, tile4, vec2, persistent, persistent+vec2; Triton
+# elements/s with the special-function unit its bound; and CUDA's dense r = 8 kernels staged
+# through shared memory, each block's rows moved as 16-byte vectors (small-staged;
+# BLOSA_CUDA_SMALL_STAGED), for the r = 8 training step, whose backward kept L2 86% busy for
+# DRAM's 53% (its forward+backward rows against the default's give the whole change, its
+# forward rows the forward's). The others (CUDA general, loads-later, stream, split, stream+split, tile4, vec2, persistent, persistent+vec2; Triton
 # split, per-block, general, fast32) gave the same verdict on two or three H200 runs
 # (bench/RESULTS.md) and take `--cuda-variants` / `--triton-variants` by hand: their time goes
 # to the tests. Up to 180 s: 116 s on 2026-11-28 with three variants, and rows-poly, last of
 # the jobs, first compiles the row-tile forward's seven autotune shapes for two new keys.
 timed rates ${RATES_TIMEOUT:-180} $PY bench/gpu_rates.py --out "$LOG/rates.json" \
-  --cuda-variants rcp-mufu,sums-one --triton-variants bias-sum+rcp-div,rows-poly > "$LOG/rates.md" 2>&1
+  --cuda-variants rcp-mufu,sums-one,small-staged --triton-variants bias-sum+rcp-div,rows-poly > "$LOG/rates.md" 2>&1
 rates_status=$?
 
 step "host overhead"
@@ -99,8 +102,8 @@ done
 
 # Which unit holds each kernel back: Nsight Compute's summary sections (CUDA: the r = 8 training
 # kernels dense and general, d_bias's column sums, the one-block kernels, the one-block forward
-# with padding, the fused backward, the staged forward, the r = 8 dense ones with their loads
-# in the plain order; Triton: bench/ncu_kernels.py --backend triton), where ncu can read the
+# with padding, the fused backward, the staged forward, the r = 8 dense ones staged through
+# shared memory; Triton: bench/ncu_kernels.py --backend triton), where ncu can read the
 # counters (not on every machine; a failure here does not fail the check). MemoryWorkloadAnalysis:
 # L1 and L2 hit rates and how busy each memory unit is, for the r = 8 kernels, whose L2 was
 # 72-86% busy for 44-53% of DRAM's bandwidth on 2026-11-28 (a warp's 16-bit load or store of a

@@ -221,7 +221,13 @@ def measure(backend, dtype, B, n, d, block_len, mode, profile_host=False):
 TUNING_VARIABLES = ("BLOSA_CUDA_TILE", "BLOSA_CUDA_BACKWARD", "BLOSA_CUDA_FORWARD",
                     "BLOSA_CUDA_SMALL_VEC", "BLOSA_CUDA_SMALL_PERSISTENT",
                     "BLOSA_CUDA_SMALL_DENSE", "BLOSA_CUDA_SMALL_LOADS_FIRST",
-                    "BLOSA_CUDA_SMALL_RCP", "BLOSA_CUDA_COLUMN_SUMS")
+                    "BLOSA_CUDA_SMALL_RCP", "BLOSA_CUDA_COLUMN_SUMS",
+                    "BLOSA_CUDA_SMALL_STAGED")
+
+
+# Values of BLOSA_CUDA_SMALL_STAGED by variant part.
+SMALL_STAGED_PARTS = {"small-staged": "1", "small-staged-forward": "forward",
+                      "small-staged-backward": "backward"}
 
 
 def variant_env(variant: str) -> dict[str, str]:
@@ -234,7 +240,9 @@ def variant_env(variant: str) -> dict[str, str]:
     mufu: whether the dense 16-bit forward with its loads first takes 1 / sum from Newton
     steps on the FMA pipe or from the special-function unit), "sums-one" / "sums-two"
     (BLOSA_CUDA_COLUMN_SUMS=one / two, the default: d_bias's column sums in one launch of tall
-    thread blocks or two), e.g. "stream+split"."""
+    thread blocks or two), "small-staged" / "small-staged-forward" / "small-staged-backward"
+    (BLOSA_CUDA_SMALL_STAGED=1 / forward / backward: the dense r = 8 kernels with each block's
+    rows staged through shared memory as 16-byte vectors), e.g. "stream+split"."""
     env = {}
     for part in variant.split("+"):
         if part.startswith("tile") and part[4:].isdigit():
@@ -255,10 +263,13 @@ def variant_env(variant: str) -> dict[str, str]:
             env["BLOSA_CUDA_SMALL_RCP"] = part.removeprefix("rcp-")
         elif part in ("sums-one", "sums-two"):
             env["BLOSA_CUDA_COLUMN_SUMS"] = part.removeprefix("sums-")
+        elif part in SMALL_STAGED_PARTS:
+            env["BLOSA_CUDA_SMALL_STAGED"] = SMALL_STAGED_PARTS[part]
         else:
             raise ValueError(f"unknown CUDA variant part {part!r} in {variant!r} (tileN, split, "
                              "fused, stream, staged, vecN, persistent, general, loads-first, "
-                             "loads-later, rcp-fma, rcp-mufu, sums-one, sums-two)")
+                             "loads-later, rcp-fma, rcp-mufu, sums-one, sums-two, "
+                             f"{', '.join(SMALL_STAGED_PARTS)})")
     return env
 
 
@@ -266,7 +277,8 @@ def variant_env(variant: str) -> dict[str, str]:
 # so are measured at r = 8; "vecN" too.
 SMALL_BLOCK_PARTS = frozenset({
     "persistent", "general", "loads-first", "loads-later", "rcp-fma", "rcp-mufu", "per-block",
-    "bias-mv", "bias-sum", "rcp-newton", "rcp-div", "sums-one", "sums-two"})
+    "bias-mv", "bias-sum", "rcp-newton", "rcp-div", "sums-one", "sums-two",
+    "small-staged", "small-staged-forward", "small-staged-backward"})
 
 
 def variant_config(variant: str):

@@ -14,8 +14,9 @@ backward then skips its one store of the per-block sums, of 25 stores a thread).
 float32, without a bias: forward_tiled, backward_query_tiled, backward_key_tiled; forward_tiled
 again with a padding mask (the last quarter of every sequence), whose mask bytes the key loop
 reads; the fused backward (backward_fused_tiled, head_grad_from_sums); the staged forward
-(forward_staged); then blocks of 8 again, dense with their loads in the plain order
-(BLOSA_CUDA_SMALL_LOADS_FIRST=0; the default issues every load first) and without a bias.
+(forward_staged); then blocks of 8 again, dense, staged through shared memory
+(forward_small_staged and backward_small_staged: BLOSA_CUDA_SMALL_STAGED=1, off by default),
+without a bias.
 
 --backend triton: the Triton kernels at the same sizes, bfloat16 unless said: blocks of 8 as a
 training step runs them (fwd_pairs_kernel and bwd_pairs_kernel, dense), one block
@@ -115,12 +116,12 @@ def profile_cuda() -> None:
     # The thirteenth: the staged forward of the unmasked one block (the default).
     os.environ["BLOSA_CUDA_FORWARD"] = "staged"
     fwd(dep, head, value, None, None, *settings)
-    # The fourteenth and fifteenth: blocks of 8, dense, their loads in the plain order, no bias.
-    os.environ["BLOSA_CUDA_SMALL_LOADS_FIRST"] = "0"
+    # The fourteenth and fifteenth: blocks of 8, dense, staged through shared memory, no bias.
+    os.environ["BLOSA_CUDA_SMALL_STAGED"] = "1"
     settings = (8, "forward", 5.0)
     out, lse = fwd(*small[:3], None, None, *settings, compute_lse=False)
     bwd(small[4], *small[:3], None, None, out.new_empty(0), lse, *settings)
-    os.environ.pop("BLOSA_CUDA_SMALL_LOADS_FIRST")
+    os.environ.pop("BLOSA_CUDA_SMALL_STAGED")
     torch.cuda.synchronize()
 
 

@@ -6,7 +6,8 @@
 No GPU needed. It writes one .cu file that instantiates each template variant of
 forward_small, backward_small_recompute and backward_small that csrc/cuda/dispatch.h's
 with_small_variant can launch (types × directions × vector width × pivot × persistent × dense ×
-loads first, and the 16-bit dense forwards with reciprocal_newton: 240 kernels), compiles it
+loads first, and the 16-bit dense forwards with reciprocal_newton), and the staged dense
+kernels of staged_small.cuh (272 kernels), compiles it
 alone with nvcc for sm_90 with setup.py's device flags (far faster than `make build`, which
 compiles every kernel of the extension), and prints
 bench/sass_loads.py's --whole table of them (registers, stack, instructions, loads, early
@@ -62,7 +63,7 @@ def source(types=TYPES, directions=DIRECTIONS) -> str:
     """The .cu file instantiating every kernel of those types ((T, A) pairs) and directions
     (explicit instantiations of the templates)."""
     lines = ["#include <c10/util/BFloat16.h>", "#include <c10/util/Half.h>",
-             f'#include "{os.path.join(ROOT, "csrc", "cuda", "attn_kernels.cuh")}"',
+             f'#include "{os.path.join(ROOT, "csrc", "cuda", "staged_small.cuh")}"',
              "namespace blosa::cuda {"]
     for scalar, acc in types:
         args = f"const Args<{scalar}, {acc}>"
@@ -78,6 +79,12 @@ def source(types=TYPES, directions=DIRECTIONS) -> str:
                     lines.append(f"template __global__ void forward_small<{head}, {flags}, "
                                  f"kReciprocalSteps<{scalar}>>({args});")
             lines.append(f"template __global__ void backward_small<{head}>({args});")
+            if acc == "float":  # the staged dense kernels (KernelOptions::small_staged_*)
+                steps = ("0", f"kReciprocalSteps<{scalar}>") if scalar in RECIPROCAL_TYPES else ("0",)
+                for rcp in steps:
+                    lines.append(f"template __global__ void forward_small_staged<{head}, {rcp}>"
+                                 f"({args});")
+                lines.append(f"template __global__ void backward_small_staged<{head}>({args});")
     return "\n".join(lines + ["}"]) + "\n"
 
 

@@ -147,6 +147,9 @@ def test_variant_table_compares_with_the_default():
     ("loads-later+rcp-mufu", {"BLOSA_CUDA_SMALL_LOADS_FIRST": "0", "BLOSA_CUDA_SMALL_RCP": "mufu"},
      "r=8"),
     ("sums-one+rcp-mufu", {"BLOSA_CUDA_COLUMN_SUMS": "one", "BLOSA_CUDA_SMALL_RCP": "mufu"}, "r=8"),
+    ("small-staged", {"BLOSA_CUDA_SMALL_STAGED": "1"}, "r=8"),
+    ("small-staged-backward+sums-one", {"BLOSA_CUDA_SMALL_STAGED": "backward",
+                                        "BLOSA_CUDA_COLUMN_SUMS": "one"}, "r=8"),
 ])
 def test_cuda_variants_combine(variant, env, config):
     assert gpu_rates.variant_env(variant) == env
@@ -499,10 +502,16 @@ def test_small_variants_instantiate_what_the_dispatcher_can_pick():
     # with_small_variant (csrc/cuda/dispatch.h): per direction, float accumulation 8 variants
     # of each of the two kernels (widths 1 and 2: persistent, fixed, running max; width 1 also
     # dense and dense with its loads first), double 3 (width 1: dense, fixed, running max); and
-    # backward_small: 4 · (3 · (16 + 1) + (6 + 1)) = 232; and dispatch_forward's 16-bit dense
-    # forwards with their loads first dividing by reciprocal_newton: 4 · 2 more.
+    # backward_small: 4 · (3 · (16 + 1) + (6 + 1)) = 232; dispatch_forward's 16-bit dense
+    # forwards with their loads first dividing by reciprocal_newton: 4 · 2 more; and the staged
+    # kernels (staged_small.cuh) of the three float-accumulating types, the forward dividing
+    # and (16-bit) by reciprocal_newton, and the backward: 4 · (3 + 3 + 2) = 32.
     text = small_variants.source()
-    assert text.count("template __global__") == 240
+    assert text.count("template __global__") == 272
+    for scalar in ("c10::BFloat16", "c10::Half", "float"):
+        assert f"backward_small_staged<{scalar}, float, Direction::kDiag>" in text
+    assert "kReciprocalSteps<c10::Half>>(const Args<c10::Half" in text
+    assert "forward_small_staged<double" not in text and "backward_small_staged<double" not in text
     assert "forward_small<double, double, Direction::kAll, true, 1, false, true, false>" in text
     assert "true, 1, false, true, true>(const Args<double" not in text  # no loads first in double
     for scalar in ("c10::BFloat16", "c10::Half"):

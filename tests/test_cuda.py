@@ -240,6 +240,33 @@ def test_one_pass_column_sums(monkeypatch, dtype, block_len, B, n):
 
 
 @pytest.mark.parametrize("direction", DIRECTIONS)
+@pytest.mark.parametrize("dtype", (torch.float32, torch.bfloat16, torch.float16), ids=str)
+def test_staged_small_kernels(monkeypatch, dtype, direction):
+    # BLOSA_CUDA_SMALL_STAGED=1: the dense r = 8 forward and recomputing backward staged
+    # through shared memory (staged_small.cuh), d = 300 (10 warps a thread block, the last
+    # partly idle) and d = 64: against the reference, and bit for bit against the one-shot
+    # dense kernels, whose block math they run (tests/test_cuda_emulated.py checks the same on
+    # the CPU); the profiler shows that they ran. At the benchmark's size in direction
+    # "forward".
+    B, n, d = (64, 384, 300) if direction == "forward" else (3, 16, 300)
+    for width in (d, 64):
+        monkeypatch.setenv("BLOSA_CUDA_SMALL_STAGED", "1")
+        check(dtype, direction, 8, "none", B=B, n=n, d=width, scale=5.0, with_bias=True)
+        gen = generator_for("cuda-staged-small", dtype, direction, B, n, width)
+        inputs, mask, grad_out = make_case(B, n, width, gen, True, "none")
+        settings = (8, direction, 5.0)
+        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+            staged = run(public_op, inputs, mask, grad_out, dtype, *settings)
+        launched = {event.name for event in prof.events()}
+        for kernel in ("forward_small_staged", "backward_small_staged"):
+            assert any(kernel in name for name in launched), (kernel, sorted(launched))
+        monkeypatch.setenv("BLOSA_CUDA_SMALL_STAGED", "0")
+        one_shot = run(public_op, inputs, mask, grad_out, dtype, *settings)
+        for name, a, b in zip(["out", "d_dep", "d_head", "d_value", "d_bias"], staged, one_shot):
+            assert torch.equal(a, b), (width, name)
+
+
+@pytest.mark.parametrize("direction", DIRECTIONS)
 @pytest.mark.parametrize("dtype", (torch.bfloat16, torch.float16), ids=str)
 def test_fma_reciprocal_forward(monkeypatch, dtype, direction):
     # The dense 16-bit forward with 1 / sum from Newton steps on the FMA pipe
@@ -377,6 +404,8 @@ def test_fused_backward_falls_back_to_split_where_its_scratch_does_not_fit(monke
     ("BLOSA_CUDA_SMALL_DENSE", "on", "BLOSA_CUDA_SMALL_DENSE must be 0 or 1, got 'on'"),
     ("BLOSA_CUDA_SMALL_LOADS_FIRST", "2",
      "BLOSA_CUDA_SMALL_LOADS_FIRST must be 0 or 1, got '2'"),
+    ("BLOSA_CUDA_SMALL_STAGED", "both",
+     "BLOSA_CUDA_SMALL_STAGED must be 0, 1, forward or backward, got 'both'"),
 ])
 def test_bad_tuning_switch_is_named(monkeypatch, variable, value, message):
     monkeypatch.setenv(variable, value)

@@ -68,7 +68,8 @@ def reference(inputs, mask, grad_out, settings, dtype=torch.float64):
 
 def run_emulated(ops, inputs, mask, grad_out, dtype, settings, tile, fused=False, staged=False,
                  recompute=False, small_vec=1, persistent=0, small_dense=True,
-                 small_loads_first=False, small_fma_reciprocal=False, column_sums_one_pass=False):
+                 small_loads_first=False, small_fma_reciprocal=False, column_sums_one_pass=False,
+                 small_staged=False):
     """out, d_dep, d_head, d_value, d_bias ([0] without a bias) of the emulated kernels on
     inputs cast to dtype. recompute:
     the forward saves no lse, and the backward gets empty out and lse (it recomputes them).
@@ -77,13 +78,15 @@ def run_emulated(ops, inputs, mask, grad_out, dtype, settings, tile, fused=False
     calls that allow them take the dense small-block kernels; small_loads_first: whether those
     issue their loads first; small_fma_reciprocal: whether the forward of those, for 16-bit
     inputs, divides by Newton steps on the FMA pipe; column_sums_one_pass: whether d_bias's
-    column sums take one launch of the tall shape where the rows allow it."""
+    column sums take one launch of the tall shape where the rows allow it; small_staged: whether
+    the dense forward and recomputing backward run staged (staged_small.cuh) where they may."""
     xs = [None if t is None else t.to(dtype) for t in inputs]
     out, lse = ops.fwd(*xs, mask, *settings, tile, staged, not recompute, small_vec, persistent,
-                       small_dense, small_loads_first, small_fma_reciprocal)
+                       small_dense, small_loads_first, small_fma_reciprocal, small_staged)
     saved_out = out.new_empty(0) if recompute else out
     grads = ops.bwd(grad_out.to(dtype), *xs, mask, saved_out, lse, *settings, tile, fused,
-                    small_vec, persistent, small_dense, small_loads_first, column_sums_one_pass)
+                    small_vec, persistent, small_dense, small_loads_first, column_sums_one_pass,
+                    small_staged)
     return [out, *grads], lse
 
 
@@ -400,6 +403,68 @@ def test_fma_reciprocal_where_it_applies(emulated):
     assert launches(small_fma_reciprocal=False) == 0
     assert launches(small_loads_first=False) == 0 and launches(small_dense=False) == 0
     assert launches(mask_kind="right_pad") == 0
+
+
+@pytest.mark.parametrize("dtype", (torch.float32, torch.bfloat16, torch.float16), ids=str)
+@pytest.mark.parametrize("direction", DIRECTIONS)
+@pytest.mark.parametrize("d", (37, 64))
+def test_staged_small_kernels_match_reference(emulated, direction, dtype, d):
+    # The dense r = 8 kernels staged through shared memory (staged_small.cuh): a thread block
+    # of d threads per block (d odd, and a whole number of warps), copying 16-byte vectors in
+    # and out. Against the reference, then bitwise against the one-shot dense kernels with their
+    # loads first (the default, whose block math they share), with and without the forward's
+    # Newton reciprocal; and two launches of them, the forward and the backward.
+    options = dict(recompute=True, small_loads_first=True)
+    before = emulated.staged_launch_count()
+    inputs, mask, grad_out, settings, _ = check(
+        emulated, dtype, direction, 24, 8, "none", 8, B=2, d=d, scale=5.0, small_staged=True,
+        small_fma_reciprocal=True, **options)
+    assert emulated.staged_launch_count() - before == 2
+    for newton in (True, False):
+        staged, one_shot = (run_emulated(emulated, inputs, mask, grad_out, dtype, settings, 8,
+                                         small_fma_reciprocal=newton, small_staged=on,
+                                         **options)[0] for on in (True, False))
+        for name, a, b in zip(("out", "d_dep", "d_head", "d_value", "d_bias"), staged, one_shot):
+            assert torch.equal(a, b), (newton, name)
+
+
+def test_staged_small_kernels_where_they_apply(emulated):
+    # The dispatcher stages a dense small-block call (small_staged in dispatch.h) where asked,
+    # with float accumulation, d <= kStagedMaxD (320) and every tensor on a 16-byte boundary.
+    gen = generator_for("staged-small-dispatch")
+
+    def launches(mask_kind="none", dtype=torch.float32, d=6, small_staged=True, **options):
+        inputs, mask, grad_out = make_case(2, 16, d, gen, True, mask_kind)
+        before = emulated.staged_launch_count()
+        run_emulated(emulated, inputs, mask, grad_out, dtype, (8, "forward", 5.0), 8,
+                     recompute=True, small_staged=small_staged, **options)
+        return emulated.staged_launch_count() - before
+
+    assert launches() == 2 and launches(dtype=torch.bfloat16) == 2  # the forward and backward
+    assert launches(d=320) == 2 and launches(d=321) == 0
+    assert launches(dtype=torch.float64) == 0 and launches(small_staged=False) == 0
+    assert launches(mask_kind="right_pad") == 0 and launches(small_dense=False) == 0
+    # Not a forward that saves lse (not dense), nor the running-max pivot (c > 40), nor inputs
+    # 8 bytes past a 16-byte boundary (dep a contiguous view into a larger tensor), which the
+    # one-shot kernels compute.
+    dep, head, value = (torch.randn(2, 16, 8, generator=gen) for _ in range(3))
+    fwd_options = (8, False)  # tile, the tiled forward's staging (unused at r = 8)
+    flags = (1, 0, True, True, False, True)  # small_vec ... small_staged=True
+
+    def staged_forward(dep, compute_lse, scale):
+        before = emulated.staged_launch_count()
+        out, _ = emulated.fwd(dep, head, value, None, None, 8, "all", scale, *fwd_options,
+                              compute_lse, *flags)
+        want = masked_block_attn_ref(dep.double(), head.double(), value.double(), None, None,
+                                     8, "all", scale)
+        bound = REL[torch.float32] * max(want.abs().max().item(), 1.0)
+        assert (out.double() - want).abs().max().item() <= bound
+        return emulated.staged_launch_count() - before
+
+    assert staged_forward(dep, False, 5.0) == 1
+    assert staged_forward(dep, True, 5.0) == 0 and staged_forward(dep, False, 100.0) == 0
+    shifted = torch.empty(dep.numel() + 2)[2:].view_as(dep).copy_(dep)
+    assert shifted.data_ptr() % 16 == 8 and staged_forward(shifted, False, 5.0) == 0
 
 
 # The fused backward (float accumulation only) and the staged forward, in blocks of one span

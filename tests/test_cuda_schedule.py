@@ -54,6 +54,8 @@ MIN_PERSISTENT_LOAD_TO_USE = 300
 
 # The one-shot small-block kernels (r <= 8; no loop: they load a block, compute it and exit).
 ONE_SHOT = ("forward_small", "backward_small_recompute", "backward_small")
+# The dense small-block kernels staged through shared memory (csrc/cuda/staged_small.cuh).
+STAGED = ("forward_small_staged", "backward_small_staged")
 
 
 @pytest.fixture(scope="module")
@@ -61,7 +63,7 @@ def dumped():
     """(SASS, `cuobjdump -res-usage` output) of the build's kernels this file checks."""
     so = sass_loads.built_extension()
     assert so, "no built extension under python/blosa"
-    names = KERNELS + PERSISTENT + ONE_SHOT + ("column_sums",)
+    names = KERNELS + PERSISTENT + ONE_SHOT + STAGED + ("column_sums",)
     return sass_loads.dump(so, "(" + "|".join(names) + ")I")
 
 
@@ -256,6 +258,54 @@ def test_fma_reciprocal_forward_leaves_the_special_function_unit(kernels, dumped
         assert stack[newton] == 0 and registers[newton] <= registers[divides], newton
 
 
+def staged_small(kernels, kernel, dtype, direction, rcp_steps=0):
+    """The mangled name of forward_small_staged<T, float, direction, rcp_steps> or
+    backward_small_staged<T, float, direction>."""
+    steps = f"Li{rcp_steps}E" if kernel == "forward_small_staged" else ""
+    mangled = re.compile(rf"^_ZN5blosa4cuda\d+{kernel}I{DTYPES[dtype]}fLNS_9DirectionE{direction}"
+                         rf"E{steps}EEv")
+    (name,) = [name for name in kernels if mangled.search(name)]
+    return name
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_staged_small_kernels_move_whole_vectors(kernels, dumped, dtype):
+    # The staged dense kernels (KernelOptions::small_staged_forward / small_staged_backward)
+    # exist to move each block's rows as 16-byte vectors, whole sectors, instead of one element
+    # a thread a row: every global access to a row is 128 bits wide, kStagedVectors of them a
+    # tensor (one for 16-bit inputs, two for float), 4 in and 3 out in the backward, 3 and 1 in
+    # the forward, beside the bias load and the block sums' store; their tile stores stay
+    # shared (STS: a generic ST would mean the output pointer lost its address space). No spill;
+    # the backward within 64 registers where bounded (kStagedBackwardBlocksPerSM: "forward",
+    # and "backward" for 16-bit inputs; 3 thread blocks of 10 warps an SM at d = 300), and
+    # shorter than the one-shot dense kernel with its loads first (bfloat16, "forward": 624
+    # instructions against 920 on the 2026-11-28 build).
+    registers, stack = sass_loads.registers(dumped[1]), sass_loads.usage(dumped[1], "STACK")
+    vectors = 2 if dtype == "float32" else 1
+    for direction in range(4):
+        steps = {"bfloat16": (0, 2), "float16": (0, 3), "float32": (0,)}[dtype]
+        forwards = [staged_small(kernels, "forward_small_staged", dtype, direction, s)
+                    for s in steps]
+        backward = staged_small(kernels, "backward_small_staged", dtype, direction)
+        for name, tensors_in, tensors_out in [(f, 3, 1) for f in forwards] + [(backward, 4, 3)]:
+            code = kernels[name]
+            wide = (sass_loads.count_opcode(code, r"LDG\.E\.128"),
+                    sass_loads.count_opcode(code, r"STG\.E\.128"))
+            assert wide == (tensors_in * vectors, tensors_out * vectors), (name, wide)
+            assert sass_loads.count_opcode(code, "LDG") == tensors_in * vectors + 1, name
+            stores = tensors_out * vectors + (name == backward)
+            assert sass_loads.count_opcode(code, "STG") == stores, name
+            assert sass_loads.count_opcode(code, "ST") == 0, f"{name}: generic stores"
+            assert sass_loads.count_opcode(code, "STS") > 0, name
+            assert stack[name] == 0, f"{name}: {stack[name]} bytes of stack"
+        if direction == 0 or direction == 1 and dtype != "float32":
+            assert registers[backward] <= 64, (backward, registers[backward])
+        one_shot = one_shot_small(kernels, "backward_small_recompute", dtype, direction, True,
+                                  True)
+        assert len(kernels[backward]) < len(kernels[one_shot]), (
+            backward, len(kernels[backward]), len(kernels[one_shot]))
+
+
 def test_column_sums_issue_eight_loads_at_once(kernels, dumped):
     # column_sums (csrc/cuda/column_sums.cuh) is a latency-bound stream of a few loads a thread
     # (8 at r = 8's sizes, 24 in the tall one-pass shape): its loop, unrolled 8 times, must
@@ -277,14 +327,14 @@ def test_column_sums_issue_eight_loads_at_once(kernels, dumped):
 
 def test_small_variants_compiles_the_builds_machine_code(dumped, tmp_path):
     # bench/small_variants.py compiles the small-block kernels alone (its figures in
-    # bench/RESULTS.md judge edits on all 240 variants): its machine code must be the build's.
-    # bfloat16, direction "forward": 8 variants of the two kernels, backward_small and the
-    # forward with reciprocal_newton.
+    # bench/RESULTS.md judge edits on all 272 kernels): its machine code must be the build's.
+    # bfloat16, direction "forward": 8 variants of the two kernels, backward_small, the
+    # forward with reciprocal_newton and the three staged kernels.
     pattern = r"IN3c108BFloat16EfLNS_9DirectionE0E"
     text = small_variants.source(types=(("c10::BFloat16", "float"),), directions=("kForward",))
     cubin = small_variants.compile_all(str(tmp_path), text)
     alone = small_variants.rows(sass_loads.whole_report(*sass_loads.dump(cubin, "."), "."))
     built = small_variants.rows(sass_loads.whole_report(*dumped, pattern))
-    assert len(alone) == 18
+    assert len(alone) == 21
     assert alone == {kernel: built.get(kernel) for kernel in alone}
 

@@ -19,7 +19,8 @@
 //    block it holds (no tanh or exp more, and two [B, n, d] reads fewer); backward_small reads
 //    a saved out and lse, where a caller of the forward op asked for them. Calls with no mask
 //    and whole blocks of kSmallMax take those two compiled with kDense, which know the block
-//    length and that no row is padding (small_dense in dispatch.h).
+//    length and that no row is padding (small_dense in dispatch.h); staged_small.cuh runs the
+//    same block math on rows a thread block copies through shared memory as 16-byte vectors.
 //  * larger blocks (full DiSA included): a warp owns a tile of kT consecutive queries of one
 //    block for 32 features (kT = 4 or 8, a template argument the launcher picks) and
 //    streams the block's keys through L1 (the kWarps warps of a thread block share their
@@ -362,8 +363,13 @@ template <> struct PackWord<2> { using type = unsigned short; };
 template <> struct PackWord<4> { using type = unsigned int; };
 #if defined(__CUDACC__)
 template <> struct PackWord<8> { using type = uint2; };
+template <> struct PackWord<16> { using type = uint4; };
 #else
 template <> struct PackWord<8> { using type = unsigned long long; };
+struct alignas(16) HostWord16 {
+  unsigned int x, y, z, w;
+};
+template <> struct PackWord<16> { using type = HostWord16; };
 #endif
 
 // A load of an input no kernel writes, through the read-only path (ld.global.nc). It also
@@ -418,6 +424,26 @@ __device__ __forceinline__ T* first_row(T* p, int64_t at) {
   T* first = p + at;
   pin(first);
   return first;
+}
+
+// The first row of a small kernel's output: first_row in global memory, or, kStaged (the
+// kernels of staged_small.cuh, whose outputs go to the thread block's shared tiles before
+// they are copied out), p + at as is: pinned, the pointer would lose its address space and the
+// stores would compile to generic ones.
+template <bool kStaged, typename T>
+__device__ __forceinline__ T* output_first(T* p, int64_t at) {
+  return kStaged ? p + at : first_row(p, at);
+}
+
+// A small kernel's store of one row's pack: store_pack to global memory, or, kStaged, a plain
+// store to the shared tile.
+template <bool kStaged, int V, typename T, typename I>
+__device__ __forceinline__ void store_row(T* base, I off, const Pack<T, V>& v) {
+  if constexpr (kStaged) {
+    *reinterpret_cast<Pack<T, V>*>(base + off) = v;
+  } else {
+    store_pack<V>(base, off, v);
+  }
 }
 
 // Row i of the thread's block, counted from its first row and clamped to its last. The small
@@ -659,15 +685,18 @@ struct SmallScale {
 // forward_small's work on one block: out (and lse, when wanted; never under kDense) of its
 // rows, from the rows of dep, value and head. kRcpSteps > 0 (float accumulation): each row's
 // acc / sum takes 1 / sum from reciprocal_newton<kRcpSteps> on the FMA pipe rather than from
-// the special-function unit (KernelOptions::small_fma_reciprocal).
-template <typename T, typename A, Direction D, bool kFixed, int V, bool kDense, int kRcpSteps = 0>
+// the special-function unit (KernelOptions::small_fma_reciprocal). kStaged (dense only):
+// p.out is the shared tile of forward_small_staged and s.at the thread's feature in it.
+template <typename T, typename A, Direction D, bool kFixed, int V, bool kDense, int kRcpSteps = 0,
+          bool kStaged = false>
 __device__ __forceinline__ void forward_small_block(const Args<T, A>& p, const SmallIndex& s,
                                                     const SmallLoads<T, V, 3>& in,
                                                     const bool (&real)[kSmallMax]) {
   static_assert(kRcpSteps == 0 || std::is_same_v<A, float>);
+  static_assert(!kStaged || kDense);
   Pack<T, V> out[kSmallMax];
   const SmallScale<V == 2, T, A> scale(p, s);
-  T* const out_first = first_row(p.out, s.at);
+  T* const out_first = output_first<kStaged>(p.out, s.at);
   A* const lse_first = !kDense && p.lse ? first_row(p.lse, s.at) : nullptr;
 #pragma unroll
   for (int f = 0; f < V; ++f) {  // each feature's softmaxes in turn
@@ -695,7 +724,7 @@ __device__ __forceinline__ void forward_small_block(const Args<T, A>& p, const S
           out[j].x[f] = static_cast<T>(has_keys ? sm.out() : A(0));
         }
         // The last feature completes the row's pack: stored at once, as at V = 1.
-        if (f == V - 1) store_pack<V>(out_first, small_offset(p, j), out[j]);
+        if (f == V - 1) store_row<kStaged, V>(out_first, small_offset(p, j), out[j]);
         if (lse_first != nullptr) {
           store_output(lse_first + small_offset(p, j) + f, has_keys ? sm.lse() : pos_inf<A>());
         }
@@ -822,16 +851,18 @@ __global__ void __launch_bounds__(kSmallThreads) backward_small(const Args<T, A>
 // (recomputed_pair_grad_accumulate): the recomputed output needs no correction for d_head.
 // kFixed picks the pivot as forward_small's does; V is its vector width too; kHeldScale is
 // SmallScale's choice, kHeldStride small_offset's kHeld. Like backward_small it writes the
-// block's d_head sums for d_bias.
+// block's d_head sums for d_bias. kStaged (dense only): p.d_dep, p.d_head and p.d_value are
+// the shared tiles of backward_small_staged and s.at the thread's feature in them.
 template <typename T, typename A, Direction D, bool kFixed, int V, bool kHeldScale,
-          bool kHeldStride, bool kDense>
+          bool kHeldStride, bool kDense, bool kStaged = false>
 __device__ __forceinline__ void backward_small_recompute_block(
     const Args<T, A>& p, const SmallIndex& s, const SmallLoads<T, V, 4>& in,
     const bool (&real)[kSmallMax]) {
+  static_assert(!kStaged || kDense);
   Pack<T, V> d_dep[kSmallMax], d_value[kSmallMax], d_head[kSmallMax];
-  T* const d_dep_first = first_row(p.d_dep, s.at);
-  T* const d_head_first = first_row(p.d_head, s.at);
-  T* const d_value_first = first_row(p.d_value, s.at);
+  T* const d_dep_first = output_first<kStaged>(p.d_dep, s.at);
+  T* const d_head_first = output_first<kStaged>(p.d_head, s.at);
+  T* const d_value_first = output_first<kStaged>(p.d_value, s.at);
   const SmallScale<kHeldScale, T, A> scale(p, s);
 #pragma unroll
   for (int f = 0; f < V; ++f) {  // each feature's softmaxes and gradients in turn
@@ -888,7 +919,9 @@ __device__ __forceinline__ void backward_small_recompute_block(
         }
         d_head[j].x[f] = static_cast<T>(dh);
         // The last feature completes the row's pack: stored at once, as at V = 1.
-        if (f == V - 1) store_pack<V>(d_head_first, small_offset<kHeldStride>(p, j), d_head[j]);
+        if (f == V - 1) {
+          store_row<kStaged, V>(d_head_first, small_offset<kHeldStride>(p, j), d_head[j]);
+        }
         d_bias += dh;
       }
     }
@@ -897,8 +930,8 @@ __device__ __forceinline__ void backward_small_recompute_block(
       d_dep[i].x[f] = static_cast<T>(dd[i]);
       d_value[i].x[f] = static_cast<T>(dv[i]);
       if (f == V - 1 && i < s.len) {
-        store_pack<V>(d_dep_first, small_offset<kHeldStride>(p, i), d_dep[i]);
-        store_pack<V>(d_value_first, small_offset<kHeldStride>(p, i), d_value[i]);
+        store_row<kStaged, V>(d_dep_first, small_offset<kHeldStride>(p, i), d_dep[i]);
+        store_row<kStaged, V>(d_value_first, small_offset<kHeldStride>(p, i), d_value[i]);
       }
     }
     if (p.d_bias_part != nullptr) p.d_bias_part[s.bb * p.d + s.k + f] = d_bias;

@@ -18,13 +18,14 @@
 #include "column_sums.cuh"
 #include "fused_backward.cuh"
 #include "staged_forward.cuh"
+#include "staged_small.cuh"
 
 namespace blosa::cuda {
 
 // How the kernels run; masked_block_attn_cuda.cu reads it from BLOSA_CUDA_TILE,
 // BLOSA_CUDA_BACKWARD, BLOSA_CUDA_FORWARD, BLOSA_CUDA_SMALL_VEC, BLOSA_CUDA_SMALL_PERSISTENT,
-// BLOSA_CUDA_SMALL_DENSE, BLOSA_CUDA_SMALL_LOADS_FIRST, BLOSA_CUDA_SMALL_RCP and
-// BLOSA_CUDA_COLUMN_SUMS, for tuning.
+// BLOSA_CUDA_SMALL_DENSE, BLOSA_CUDA_SMALL_LOADS_FIRST, BLOSA_CUDA_SMALL_RCP,
+// BLOSA_CUDA_COLUMN_SUMS and BLOSA_CUDA_SMALL_STAGED, for tuning.
 struct KernelOptions {
   // Rows (queries, or keys in backward) per thread: 4 or 8. 8 was the fastest forward+backward
   // on an H200 (bench/RESULTS.md); 16 was slower everywhere and is gone.
@@ -78,6 +79,13 @@ struct KernelOptions {
   // 3072 rows) in one launch of tall thread blocks instead of two (column_sums.cuh). Off until
   // measured (gpu_rates variant sums-one).
   bool column_sums_one_pass = false;
+  // The dense small-block forward / recomputing backward with each block's rows staged through
+  // shared memory as 16-byte vectors by a thread block of d threads (staged_small.cuh), where
+  // small_staged allows it: whole sectors in address order instead of 64-byte row accesses
+  // that are mostly not sector-aligned at d = 300. Off until measured (gpu_rates variant
+  // staged-small).
+  bool small_staged_forward = false;
+  bool small_staged_backward = false;
 };
 
 // The type inputs of type T accumulate in: float (double for double).
@@ -131,6 +139,7 @@ struct Geometry {
   bool dense = false;  // a dense small-block kernel (small_dense): the emulation's tests count them
   bool loads_first = false;  // one with its loads first (small_loads_first): counted too
   bool fma_reciprocal = false;  // a forward with reciprocal_newton (small_fma_reciprocal): too
+  bool staged = false;  // a staged small-block kernel (small_staged): counted too
 };
 
 // a set up for the small kernels' thread index at vector width vec (small_index_at).
@@ -186,10 +195,41 @@ bool small_loads_first(KernelOptions opt, bool dense) {
 }
 
 // Whether this call's small-block forward takes its reciprocals from the FMA pipe
-// (small_fma_reciprocal): the dense kernel with its loads first, 16-bit inputs.
+// (small_fma_reciprocal): the dense kernel with its loads first or staged, 16-bit inputs.
 template <typename T>
-bool small_fma_reciprocal(KernelOptions opt, bool loads_first) {
-  return opt.small_fma_reciprocal && loads_first && sizeof(T) == 2;
+bool small_fma_reciprocal(KernelOptions opt, bool loads_first_or_staged) {
+  return opt.small_fma_reciprocal && loads_first_or_staged && sizeof(T) == 2;
+}
+
+// Whether p is aligned for loads of `bytes` bytes (null counts as aligned: not used).
+inline bool aligned(const void* p, size_t bytes) {
+  return reinterpret_cast<uintptr_t>(p) % bytes == 0;
+}
+
+// Whether this call's dense small-block kernel runs staged (staged_small.cuh; `wanted`:
+// KernelOptions::small_staged_forward or small_staged_backward): float accumulation, d <=
+// kStagedMaxD, and every [B, n, d] tensor the kernel touches on a 16-byte boundary, so that
+// each block's run does too (kSmallMax · sizeof(T) is a multiple of 16 bytes).
+template <typename T, typename A>
+bool small_staged(const Args<T, A>& a, bool wanted, bool dense) {
+  if (!wanted || !dense || !std::is_same_v<A, float> || a.d > kStagedMaxD) return false;
+  for (const void* ptr : {static_cast<const void*>(a.dep), static_cast<const void*>(a.head),
+                          static_cast<const void*>(a.value), static_cast<const void*>(a.out),
+                          static_cast<const void*>(a.grad_out), static_cast<const void*>(a.d_dep),
+                          static_cast<const void*>(a.d_head), static_cast<const void*>(a.d_value)}) {
+    if (!aligned(ptr, 16)) return false;
+  }
+  return true;
+}
+
+// One thread block of d threads per sequence block (the staged kernels).
+template <typename T, typename A>
+Geometry staged_geometry(const Args<T, A>& a) {
+  Geometry g{a.B * a.nblocks, 1, a.d, 1};
+  TORCH_CHECK(g.gx <= std::numeric_limits<int>::max(), "masked_block_attn: input too large");
+  g.dense = true;
+  g.staged = true;
+  return g;
 }
 
 template <typename T, typename A>
@@ -266,11 +306,6 @@ void with_direction(Direction dir, F&& f) {
   }
 }
 
-// Whether p is aligned for loads of `bytes` bytes (null counts as aligned: not used).
-inline bool aligned(const void* p, size_t bytes) {
-  return reinterpret_cast<uintptr_t>(p) % bytes == 0;
-}
-
 // The vector width V of the small-block kernels for this call: opt.small_vec where every row
 // of every [B, n, d] tensor the kernels touch starts on a V-element boundary (d % V == 0,
 // aligned pointers) and T is not double (no 16-byte packs), else 1.
@@ -343,6 +378,22 @@ void dispatch_forward(const Args<T, A>& a, double scale, KernelOptions opt, Laun
     const int vec = small_vec(a, opt);
     const bool persistent = small_persistent<A>(opt, fixed);
     const bool dense = small_dense(a, opt, fixed, vec, persistent);
+    if constexpr (std::is_same_v<A, float>) {
+      if (small_staged(a, opt.small_staged_forward, dense)) {
+        Geometry g = staged_geometry(a);
+        g.fma_reciprocal = small_fma_reciprocal<T>(opt, true);
+        with_direction(a.dir, [&](auto dc) {
+          constexpr Direction D = decltype(dc)::value;
+          if constexpr (sizeof(T) == 2) {
+            if (g.fma_reciprocal) {
+              return launch(forward_small_staged<T, A, D, kReciprocalSteps<T>>, g, a);
+            }
+          }
+          launch(forward_small_staged<T, A, D, 0>, g, a);
+        });
+        return;
+      }
+    }
     const bool loads_first = small_loads_first<A>(opt, dense);
     Geometry g = small_geometry(a, vec, persistent, dense, loads_first);
     g.fma_reciprocal = small_fma_reciprocal<T>(opt, loads_first);
@@ -401,6 +452,14 @@ void dispatch_backward(const Args<T, A>& a, double scale, KernelOptions opt, int
     const int vec = a.lse_in != nullptr ? 1 : small_vec(a, opt);
     const bool persistent = a.lse_in == nullptr && small_persistent<A>(opt, fixed);
     const bool dense = a.lse_in == nullptr && small_dense(a, opt, fixed, vec, persistent);
+    if constexpr (std::is_same_v<A, float>) {
+      if (small_staged(a, opt.small_staged_backward, dense)) {
+        with_direction(a.dir, [&](auto dc) {
+          launch(backward_small_staged<T, A, decltype(dc)::value>, staged_geometry(a), a);
+        });
+        return;
+      }
+    }
     const bool loads_first = small_loads_first<A>(opt, dense);
     const Geometry g = small_geometry(a, vec, persistent, dense, loads_first);
     with_direction(a.dir, [&](auto dc) {

@@ -65,6 +65,9 @@ void check_cuda_inputs(const at::Tensor& dep) {
 //                                   Newton steps on the FMA pipe (default).
 //   BLOSA_CUDA_COLUMN_SUMS=two|one  d_bias's column sums of up to 4096 rows in two launches
 //                                   (default) or one (column_sums.cuh).
+//   BLOSA_CUDA_SMALL_STAGED=0|1|forward|backward  the dense forward, backward, both (1) or
+//                                   neither (default) with each block's rows staged through
+//                                   shared memory as 16-byte vectors (staged_small.cuh).
 // The value of tuning variable `name`, which must be `a` or `b`; nullopt where it is unset.
 std::optional<std::string> tuning_choice(const char* name, const char* a, const char* b) {
   const char* value = std::getenv(name);
@@ -96,6 +99,13 @@ cuda::KernelOptions kernel_options_from_env() {
   }
   if (const auto v = tuning_choice("BLOSA_CUDA_COLUMN_SUMS", "two", "one")) {
     opt.column_sums_one_pass = *v == "one";
+  }
+  if (const char* v = std::getenv("BLOSA_CUDA_SMALL_STAGED"); v != nullptr && *v != '\0') {
+    const std::string s(v);
+    TORCH_CHECK_VALUE(s == "0" || s == "1" || s == "forward" || s == "backward",
+                      "BLOSA_CUDA_SMALL_STAGED must be 0, 1, forward or backward, got '", s, "'");
+    opt.small_staged_forward = s == "1" || s == "forward";
+    opt.small_staged_backward = s == "1" || s == "backward";
   }
   return opt;
 }

@@ -16,11 +16,13 @@ namespace {
 using blosa::cuda::Geometry;
 
 // Launches (of persistent kernels, of dense ones, of dense ones with their loads first, of
-// forwards with reciprocal_newton, of all) so far, for tests of the dispatcher's choices.
+// forwards with reciprocal_newton, of staged small-block kernels, of all) so far, for tests of
+// the dispatcher's choices.
 std::atomic<int64_t> persistent_launches{0};
 std::atomic<int64_t> dense_launches{0};
 std::atomic<int64_t> loads_first_launches{0};
 std::atomic<int64_t> fma_reciprocal_launches{0};
+std::atomic<int64_t> staged_launches{0};
 std::atomic<int64_t> launches{0};  // every launch
 
 // Runs every thread of the grid; thread blocks in parallel (their writes are disjoint), the
@@ -40,6 +42,7 @@ struct EmulatedLaunch {
     if (g.dense) ++dense_launches;
     if (g.loads_first) ++loads_first_launches;
     if (g.fma_reciprocal) ++fma_reciprocal_launches;
+    if (g.staged) ++staged_launches;
     ++launches;
     at::parallel_for(0, g.gx * g.gy, 1, [&](int64_t begin, int64_t end) {
       gridDim = {static_cast<unsigned int>(g.gx), static_cast<unsigned int>(g.gy), 1};
@@ -60,7 +63,8 @@ std::tuple<at::Tensor, at::Tensor> fwd(const at::Tensor& dep_in, const at::Tenso
                                        c10::string_view direction, double scale, int64_t tile,
                                        bool staged, bool compute_lse, int64_t small_vec,
                                        int64_t persistent_blocks, bool small_dense,
-                                       bool small_loads_first, bool small_fma_reciprocal) {
+                                       bool small_loads_first, bool small_fma_reciprocal,
+                                       bool small_staged) {
   const at::Tensor dep = dep_in.contiguous(), head = head_in.contiguous(),
                    value = value_in.contiguous();
   const auto bias_c = blosa::contiguous(bias), mask_c = blosa::contiguous(mask);
@@ -70,9 +74,10 @@ std::tuple<at::Tensor, at::Tensor> fwd(const at::Tensor& dep_in, const at::Tenso
                                           dep.options().dtype(blosa::lse_dtype(dep.scalar_type())))
                                : blosa::no_lse(dep);
   if (dep.numel() == 0) return {out, lse};
-  const blosa::cuda::KernelOptions opt{static_cast<int>(tile), false, staged,
-                                       static_cast<int>(small_vec), persistent_blocks > 0,
-                                       small_dense, small_loads_first, small_fma_reciprocal};
+  blosa::cuda::KernelOptions opt{static_cast<int>(tile), false, staged,
+                                 static_cast<int>(small_vec), persistent_blocks > 0,
+                                 small_dense, small_loads_first, small_fma_reciprocal};
+  opt.small_staged_forward = small_staged;
   blosa::cuda::run_forward(dep, head, value, bias_c, mask_c, block_len, std::string(direction),
                            scale, opt, out, lse, EmulatedLaunch{persistent_blocks});
   return {out, lse};
@@ -84,7 +89,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> bwd(
     const std::optional<at::Tensor>& mask, const at::Tensor& out_in, const at::Tensor& lse_in,
     int64_t block_len, c10::string_view direction, double scale, int64_t tile, bool fused,
     int64_t small_vec, int64_t persistent_blocks, bool small_dense, bool small_loads_first,
-    bool column_sums_one_pass) {
+    bool column_sums_one_pass, bool small_staged) {
   const at::Tensor grad_out = grad_out_in.contiguous(), dep = dep_in.contiguous(),
                    head = head_in.contiguous(), value = value_in.contiguous(),
                    out = out_in.contiguous(), lse = lse_in.contiguous();
@@ -97,6 +102,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> bwd(
                                  static_cast<int>(small_vec), persistent_blocks > 0,
                                  small_dense, small_loads_first};
   opt.column_sums_one_pass = column_sums_one_pass;
+  opt.small_staged_backward = small_staged;
   blosa::cuda::run_backward(grad_out, dep, head, value, bias_c, mask_c, out, lse, block_len,
                             std::string(direction), scale, opt, d_dep, d_head, d_value, d_bias,
                             EmulatedLaunch{persistent_blocks});
@@ -137,6 +143,7 @@ int64_t persistent_launch_count() { return persistent_launches.load(); }
 int64_t dense_launch_count() { return dense_launches.load(); }
 int64_t loads_first_launch_count() { return loads_first_launches.load(); }
 int64_t fma_reciprocal_launch_count() { return fma_reciprocal_launches.load(); }
+int64_t staged_launch_count() { return staged_launches.load(); }
 int64_t launch_count() { return launches.load(); }
 
 // blosa::reciprocal_newton<steps> of every element of x (float32).
@@ -174,6 +181,7 @@ TORCH_LIBRARY(blosa_emulated, m) {
   m.def("dense_launch_count() -> int", &dense_launch_count);
   m.def("loads_first_launch_count() -> int", &loads_first_launch_count);
   m.def("fma_reciprocal_launch_count() -> int", &fma_reciprocal_launch_count);
+  m.def("staged_launch_count() -> int", &staged_launch_count);
   m.def("reciprocal_newton(Tensor x, int steps) -> Tensor");
   m.def("launch_count() -> int", &launch_count);
   m.def("column_sums(Tensor x, ScalarType out_dtype, bool one_pass=False) -> Tensor");
@@ -181,12 +189,12 @@ TORCH_LIBRARY(blosa_emulated, m) {
       "fwd(Tensor dep, Tensor head, Tensor value, Tensor? bias, Tensor? mask, int block_len, "
       "str direction, float scale, int tile, bool staged, bool compute_lse=True, int small_vec=1, "
       "int persistent_blocks=0, bool small_dense=True, bool small_loads_first=False, "
-      "bool small_fma_reciprocal=False) -> (Tensor, Tensor)");
+      "bool small_fma_reciprocal=False, bool small_staged=False) -> (Tensor, Tensor)");
   m.def(
       "bwd(Tensor grad_out, Tensor dep, Tensor head, Tensor value, Tensor? bias, Tensor? mask, "
       "Tensor out, Tensor lse, int block_len, str direction, float scale, int tile, bool fused, "
       "int small_vec=1, int persistent_blocks=0, bool small_dense=True, bool small_loads_first=False, "
-      "bool column_sums_one_pass=False) -> (Tensor, Tensor, Tensor, Tensor)");
+      "bool column_sums_one_pass=False, bool small_staged=False) -> (Tensor, Tensor, Tensor, Tensor)");
 }
 
 TORCH_LIBRARY_IMPL(blosa_emulated, CPU, m) {
