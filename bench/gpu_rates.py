@@ -222,7 +222,7 @@ TUNING_VARIABLES = ("BLOSA_CUDA_TILE", "BLOSA_CUDA_BACKWARD", "BLOSA_CUDA_FORWAR
                     "BLOSA_CUDA_SMALL_VEC", "BLOSA_CUDA_SMALL_PERSISTENT",
                     "BLOSA_CUDA_SMALL_DENSE", "BLOSA_CUDA_SMALL_LOADS_FIRST",
                     "BLOSA_CUDA_SMALL_RCP", "BLOSA_CUDA_COLUMN_SUMS",
-                    "BLOSA_CUDA_SMALL_STAGED")
+                    "BLOSA_CUDA_SMALL_STAGED", "BLOSA_CUDA_SMALL_STAGED_BLOCKS")
 
 
 # Values of BLOSA_CUDA_SMALL_STAGED by variant part.
@@ -242,7 +242,9 @@ def variant_env(variant: str) -> dict[str, str]:
     (BLOSA_CUDA_COLUMN_SUMS=one / two, the default: d_bias's column sums in one launch of tall
     thread blocks or two), "small-staged" / "small-staged-forward" / "small-staged-backward"
     (BLOSA_CUDA_SMALL_STAGED=1 / forward / backward: the dense r = 8 kernels with each block's
-    rows staged through shared memory as 16-byte vectors), e.g. "stream+split"."""
+    rows staged through shared memory as 16-byte vectors), "staged-blocksN"
+    (BLOSA_CUDA_SMALL_STAGED_BLOCKS=N: blocks a staged thread block runs in turn), e.g.
+    "stream+split"."""
     env = {}
     for part in variant.split("+"):
         if part.startswith("tile") and part[4:].isdigit():
@@ -265,11 +267,13 @@ def variant_env(variant: str) -> dict[str, str]:
             env["BLOSA_CUDA_COLUMN_SUMS"] = part.removeprefix("sums-")
         elif part in SMALL_STAGED_PARTS:
             env["BLOSA_CUDA_SMALL_STAGED"] = SMALL_STAGED_PARTS[part]
+        elif part.startswith("staged-blocks") and part[13:].isdigit():
+            env["BLOSA_CUDA_SMALL_STAGED_BLOCKS"] = part[13:]
         else:
             raise ValueError(f"unknown CUDA variant part {part!r} in {variant!r} (tileN, split, "
                              "fused, stream, staged, vecN, persistent, general, loads-first, "
                              "loads-later, rcp-fma, rcp-mufu, sums-one, sums-two, "
-                             f"{', '.join(SMALL_STAGED_PARTS)})")
+                             f"{', '.join(SMALL_STAGED_PARTS)}, staged-blocksN)")
     return env
 
 
@@ -283,8 +287,10 @@ SMALL_BLOCK_PARTS = frozenset({
 
 def variant_config(variant: str):
     """The config a kernel variant changes the kernels of: r = 8 for one with a part in
-    SMALL_BLOCK_PARTS or "vecN", else one block (the tiled and row-tile kernels)."""
-    small = any(part.startswith("vec") or part in SMALL_BLOCK_PARTS for part in variant.split("+"))
+    SMALL_BLOCK_PARTS, "vecN" or "staged-blocksN", else one block (the tiled and row-tile
+    kernels)."""
+    small = any(part.startswith(("vec", "staged-blocks")) or part in SMALL_BLOCK_PARTS
+                for part in variant.split("+"))
     return next(c for c in CONFIGS if c[0] == ("r=8" if small else "one block"))
 
 

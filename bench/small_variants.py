@@ -83,8 +83,9 @@ def source(types=TYPES, directions=DIRECTIONS) -> str:
                 steps = ("0", f"kReciprocalSteps<{scalar}>") if scalar in RECIPROCAL_TYPES else ("0",)
                 for rcp in steps:
                     lines.append(f"template __global__ void forward_small_staged<{head}, {rcp}>"
-                                 f"({args});")
-                lines.append(f"template __global__ void backward_small_staged<{head}>({args});")
+                                 f"({args}, int64_t);")
+                lines.append(f"template __global__ void backward_small_staged<{head}>"
+                             f"({args}, int64_t);")
     return "\n".join(lines + ["}"]) + "\n"
 
 

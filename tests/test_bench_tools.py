@@ -150,6 +150,9 @@ def test_variant_table_compares_with_the_default():
     ("small-staged", {"BLOSA_CUDA_SMALL_STAGED": "1"}, "r=8"),
     ("small-staged-backward+sums-one", {"BLOSA_CUDA_SMALL_STAGED": "backward",
                                         "BLOSA_CUDA_COLUMN_SUMS": "one"}, "r=8"),
+    ("small-staged+staged-blocks8", {"BLOSA_CUDA_SMALL_STAGED": "1",
+                                     "BLOSA_CUDA_SMALL_STAGED_BLOCKS": "8"}, "r=8"),
+    ("staged-blocks4", {"BLOSA_CUDA_SMALL_STAGED_BLOCKS": "4"}, "r=8"),
 ])
 def test_cuda_variants_combine(variant, env, config):
     assert gpu_rates.variant_env(variant) == env
@@ -510,7 +513,7 @@ def test_small_variants_instantiate_what_the_dispatcher_can_pick():
     assert text.count("template __global__") == 272
     for scalar in ("c10::BFloat16", "c10::Half", "float"):
         assert f"backward_small_staged<{scalar}, float, Direction::kDiag>" in text
-    assert "kReciprocalSteps<c10::Half>>(const Args<c10::Half" in text
+    assert "forward_small_staged<c10::Half, float, Direction::kAll, kReciprocalSteps<c10::Half>>" in text
     assert "forward_small_staged<double" not in text and "backward_small_staged<double" not in text
     assert "forward_small<double, double, Direction::kAll, true, 1, false, true, false>" in text
     assert "true, 1, false, true, true>(const Args<double" not in text  # no loads first in double

@@ -69,7 +69,7 @@ def reference(inputs, mask, grad_out, settings, dtype=torch.float64):
 def run_emulated(ops, inputs, mask, grad_out, dtype, settings, tile, fused=False, staged=False,
                  recompute=False, small_vec=1, persistent=0, small_dense=True,
                  small_loads_first=False, small_fma_reciprocal=False, column_sums_one_pass=False,
-                 small_staged=False):
+                 small_staged=False, small_staged_blocks=1):
     """out, d_dep, d_head, d_value, d_bias ([0] without a bias) of the emulated kernels on
     inputs cast to dtype. recompute:
     the forward saves no lse, and the backward gets empty out and lse (it recomputes them).
@@ -79,14 +79,16 @@ def run_emulated(ops, inputs, mask, grad_out, dtype, settings, tile, fused=False
     issue their loads first; small_fma_reciprocal: whether the forward of those, for 16-bit
     inputs, divides by Newton steps on the FMA pipe; column_sums_one_pass: whether d_bias's
     column sums take one launch of the tall shape where the rows allow it; small_staged: whether
-    the dense forward and recomputing backward run staged (staged_small.cuh) where they may."""
+    the dense forward and recomputing backward run staged (staged_small.cuh) where they may,
+    small_staged_blocks blocks a thread block."""
     xs = [None if t is None else t.to(dtype) for t in inputs]
     out, lse = ops.fwd(*xs, mask, *settings, tile, staged, not recompute, small_vec, persistent,
-                       small_dense, small_loads_first, small_fma_reciprocal, small_staged)
+                       small_dense, small_loads_first, small_fma_reciprocal, small_staged,
+                       small_staged_blocks)
     saved_out = out.new_empty(0) if recompute else out
     grads = ops.bwd(grad_out.to(dtype), *xs, mask, saved_out, lse, *settings, tile, fused,
                     small_vec, persistent, small_dense, small_loads_first, column_sums_one_pass,
-                    small_staged)
+                    small_staged, small_staged_blocks)
     return [out, *grads], lse
 
 
@@ -407,25 +409,39 @@ def test_fma_reciprocal_where_it_applies(emulated):
 
 @pytest.mark.parametrize("dtype", (torch.float32, torch.bfloat16, torch.float16), ids=str)
 @pytest.mark.parametrize("direction", DIRECTIONS)
-@pytest.mark.parametrize("d", (37, 64))
-def test_staged_small_kernels_match_reference(emulated, direction, dtype, d):
-    # The dense r = 8 kernels staged through shared memory (staged_small.cuh): a thread block
-    # of d threads per block (d odd, and a whole number of warps), copying 16-byte vectors in
-    # and out. Against the reference, then bitwise against the one-shot dense kernels with their
-    # loads first (the default, whose block math they share), with and without the forward's
-    # Newton reciprocal; and two launches of them, the forward and the backward.
+@pytest.mark.parametrize("d, per", [(37, 1), (64, 1), (37, 4)])
+def test_staged_small_kernels_match_reference(emulated, direction, dtype, d, per):
+    # The dense r = 8 kernels staged through shared memory (staged_small.cuh): thread blocks of
+    # d threads (d odd, and a whole number of warps) running `per` blocks each (of 2 · 5 here:
+    # at 4, the last thread block runs 2), copying 16-byte vectors in and out, the next block's
+    # in before this one's math. Against the reference, then against the one-shot dense kernels
+    # with their loads first (the default, whose block math they share), with and without the
+    # forward's Newton reciprocal: out and the input gradients bit for bit; d_bias too at one
+    # block a thread block, else (each thread adds its blocks' sums, the column sums fewer rows)
+    # within rounding, as test_backward_with_one_pass_column_sums. Two launches of them, the
+    # forward and the backward.
     options = dict(recompute=True, small_loads_first=True)
     before = emulated.staged_launch_count()
     inputs, mask, grad_out, settings, _ = check(
-        emulated, dtype, direction, 24, 8, "none", 8, B=2, d=d, scale=5.0, small_staged=True,
-        small_fma_reciprocal=True, **options)
+        emulated, dtype, direction, 40, 8, "none", 8, B=2, d=d, scale=5.0, small_staged=True,
+        small_staged_blocks=per, small_fma_reciprocal=True, **options)
     assert emulated.staged_launch_count() - before == 2
+    if inputs[3] is None:  # compare d_bias too
+        inputs[3] = torch.randn(d, dtype=torch.float64, generator=generator_for("staged", d))
     for newton in (True, False):
         staged, one_shot = (run_emulated(emulated, inputs, mask, grad_out, dtype, settings, 8,
                                          small_fma_reciprocal=newton, small_staged=on,
-                                         **options)[0] for on in (True, False))
-        for name, a, b in zip(("out", "d_dep", "d_head", "d_value", "d_bias"), staged, one_shot):
+                                         small_staged_blocks=per, **options)[0]
+                            for on in (True, False))
+        for name, a, b in zip(("out", "d_dep", "d_head", "d_value"), staged, one_shot):
             assert torch.equal(a, b), (newton, name)
+        if per == 1:
+            assert torch.equal(staged[4], one_shot[4]), newton
+        else:
+            terms = reference(inputs, mask, grad_out, settings)[2].abs().sum((0, 1))
+            bound = (64 * torch.finfo(torch.float32).eps * terms
+                     + torch.finfo(dtype).eps * one_shot[4].double().abs())
+            assert ((staged[4].double() - one_shot[4].double()).abs() <= bound).all(), newton
 
 
 def test_staged_small_kernels_where_they_apply(emulated):

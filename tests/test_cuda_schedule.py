@@ -272,14 +272,16 @@ def staged_small(kernels, kernel, dtype, direction, rcp_steps=0):
 def test_staged_small_kernels_move_whole_vectors(kernels, dumped, dtype):
     # The staged dense kernels (KernelOptions::small_staged_forward / small_staged_backward)
     # exist to move each block's rows as 16-byte vectors, whole sectors, instead of one element
-    # a thread a row: every global access to a row is 128 bits wide, kStagedVectors of them a
-    # tensor (one for 16-bit inputs, two for float), 4 in and 3 out in the backward, 3 and 1 in
-    # the forward, beside the bias load and the block sums' store; their tile stores stay
-    # shared (STS: a generic ST would mean the output pointer lost its address space). No spill;
-    # the backward within 64 registers where bounded (kStagedBackwardBlocksPerSM: "forward",
-    # and "backward" for 16-bit inputs; 3 thread blocks of 10 warps an SM at d = 300), and
-    # shorter than the one-shot dense kernel with its loads first (bfloat16, "forward": 624
-    # instructions against 920 on the 2026-11-28 build).
+    # a thread a row: every copy in is a 128-bit cp.async (LDGSTS), kStagedVectors of them a
+    # tensor (one for 16-bit inputs, two for float), 4 tensors in the backward and 3 in the
+    # forward, twice (the first block's before the loop, the next one's in it); every store of
+    # a row a 128-bit STG, 3 tensors out of the backward and 1 out of the forward; besides them
+    # only the bias load and the backward's store of its d_bias sums. The tile stores stay
+    # shared (STS: a generic ST would mean the output pointer lost its address space). No
+    # spill; the backward within 64 registers where bounded (kStagedBackwardBlocksPerSM:
+    # 16-bit inputs, directions "forward" and "backward"; 3 thread blocks of 10 warps an SM at
+    # d = 300), and shorter than the one-shot dense kernel with its loads first (bfloat16,
+    # "forward": 728 instructions against 920 on the 2026-11-28 build).
     registers, stack = sass_loads.registers(dumped[1]), sass_loads.usage(dumped[1], "STACK")
     vectors = 2 if dtype == "float32" else 1
     for direction in range(4):
@@ -289,16 +291,18 @@ def test_staged_small_kernels_move_whole_vectors(kernels, dumped, dtype):
         backward = staged_small(kernels, "backward_small_staged", dtype, direction)
         for name, tensors_in, tensors_out in [(f, 3, 1) for f in forwards] + [(backward, 4, 3)]:
             code = kernels[name]
-            wide = (sass_loads.count_opcode(code, r"LDG\.E\.128"),
-                    sass_loads.count_opcode(code, r"STG\.E\.128"))
-            assert wide == (tensors_in * vectors, tensors_out * vectors), (name, wide)
-            assert sass_loads.count_opcode(code, "LDG") == tensors_in * vectors + 1, name
-            stores = tensors_out * vectors + (name == backward)
-            assert sass_loads.count_opcode(code, "STG") == stores, name
+            copies = (sass_loads.count_opcode(code, r"LDGSTS\.E\.BYPASS\.128"),
+                      sass_loads.count_opcode(code, "LDGSTS"))
+            assert copies == (2 * tensors_in * vectors,) * 2, (name, copies)
+            assert sass_loads.count_opcode(code, "LDG") == 1, f"{name}: loads besides the bias"
+            stores = (sass_loads.count_opcode(code, r"STG\.E\.128"),
+                      sass_loads.count_opcode(code, "STG"))
+            assert stores == (tensors_out * vectors, tensors_out * vectors + (name == backward)), (
+                name, stores)
             assert sass_loads.count_opcode(code, "ST") == 0, f"{name}: generic stores"
             assert sass_loads.count_opcode(code, "STS") > 0, name
             assert stack[name] == 0, f"{name}: {stack[name]} bytes of stack"
-        if direction == 0 or direction == 1 and dtype != "float32":
+        if dtype != "float32" and direction < 2:
             assert registers[backward] <= 64, (backward, registers[backward])
         one_shot = one_shot_small(kernels, "backward_small_recompute", dtype, direction, True,
                                   True)

@@ -852,12 +852,13 @@ __global__ void __launch_bounds__(kSmallThreads) backward_small(const Args<T, A>
 // kFixed picks the pivot as forward_small's does; V is its vector width too; kHeldScale is
 // SmallScale's choice, kHeldStride small_offset's kHeld. Like backward_small it writes the
 // block's d_head sums for d_bias. kStaged (dense only): p.d_dep, p.d_head and p.d_value are
-// the shared tiles of backward_small_staged and s.at the thread's feature in them.
+// the shared tiles of backward_small_staged and s.at the thread's feature in them, and the
+// block's sums go to block_sums (that kernel adds them up over its blocks).
 template <typename T, typename A, Direction D, bool kFixed, int V, bool kHeldScale,
           bool kHeldStride, bool kDense, bool kStaged = false>
 __device__ __forceinline__ void backward_small_recompute_block(
     const Args<T, A>& p, const SmallIndex& s, const SmallLoads<T, V, 4>& in,
-    const bool (&real)[kSmallMax]) {
+    const bool (&real)[kSmallMax], A* block_sums = nullptr) {
   static_assert(!kStaged || kDense);
   Pack<T, V> d_dep[kSmallMax], d_value[kSmallMax], d_head[kSmallMax];
   T* const d_dep_first = output_first<kStaged>(p.d_dep, s.at);
@@ -934,7 +935,11 @@ __device__ __forceinline__ void backward_small_recompute_block(
         store_row<kStaged, V>(d_value_first, small_offset<kHeldStride>(p, i), d_value[i]);
       }
     }
-    if (p.d_bias_part != nullptr) p.d_bias_part[s.bb * p.d + s.k + f] = d_bias;
+    if constexpr (kStaged) {
+      block_sums[f] = d_bias;
+    } else if (p.d_bias_part != nullptr) {
+      p.d_bias_part[s.bb * p.d + s.k + f] = d_bias;
+    }
   }
 }
 

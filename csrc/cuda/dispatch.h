@@ -83,9 +83,13 @@ struct KernelOptions {
   // shared memory as 16-byte vectors by a thread block of d threads (staged_small.cuh), where
   // small_staged allows it: whole sectors in address order instead of 64-byte row accesses
   // that are mostly not sector-aligned at d = 300. Off until measured (gpu_rates variant
-  // staged-small).
+  // small-staged).
   bool small_staged_forward = false;
   bool small_staged_backward = false;
+  // Blocks each staged thread block runs in turn (>= 1): from the second on, a block's copy
+  // into shared memory overlaps the math of the one before (16-bit inputs), and the
+  // backward's d_bias sums come in `per` times fewer rows.
+  int small_staged_blocks = 1;
 };
 
 // The type inputs of type T accumulate in: float (double for double).
@@ -222,10 +226,10 @@ bool small_staged(const Args<T, A>& a, bool wanted, bool dense) {
   return true;
 }
 
-// One thread block of d threads per sequence block (the staged kernels).
+// Thread blocks of d threads, each running `per` sequence blocks in turn (the staged kernels).
 template <typename T, typename A>
-Geometry staged_geometry(const Args<T, A>& a) {
-  Geometry g{a.B * a.nblocks, 1, a.d, 1};
+Geometry staged_geometry(const Args<T, A>& a, int64_t per) {
+  Geometry g{ceil_div(a.B * a.nblocks, per), 1, a.d, 1};
   TORCH_CHECK(g.gx <= std::numeric_limits<int>::max(), "masked_block_attn: input too large");
   g.dense = true;
   g.staged = true;
@@ -380,16 +384,17 @@ void dispatch_forward(const Args<T, A>& a, double scale, KernelOptions opt, Laun
     const bool dense = small_dense(a, opt, fixed, vec, persistent);
     if constexpr (std::is_same_v<A, float>) {
       if (small_staged(a, opt.small_staged_forward, dense)) {
-        Geometry g = staged_geometry(a);
+        const int64_t per = opt.small_staged_blocks;
+        Geometry g = staged_geometry(a, per);
         g.fma_reciprocal = small_fma_reciprocal<T>(opt, true);
         with_direction(a.dir, [&](auto dc) {
           constexpr Direction D = decltype(dc)::value;
           if constexpr (sizeof(T) == 2) {
             if (g.fma_reciprocal) {
-              return launch(forward_small_staged<T, A, D, kReciprocalSteps<T>>, g, a);
+              return launch(forward_small_staged<T, A, D, kReciprocalSteps<T>>, g, a, per);
             }
           }
-          launch(forward_small_staged<T, A, D, 0>, g, a);
+          launch(forward_small_staged<T, A, D, 0>, g, a, per);
         });
         return;
       }
@@ -444,9 +449,10 @@ static_assert(kRecomputeMaxBlock <= kSmallMax);
 // null); for longer ones, whose a.lse_in run_backward provides, two (query tiles, key tiles),
 // or, when spans = fused_spans(a, opt) > 0, the fused kernel (then head_sums holds
 // 3 · spans · B · n · d floats when spans > 1, and head_grad_from_sums adds them up).
+// Returns the rows of a.d_bias_part the small-block kernels wrote (B · nblocks, fewer staged).
 template <typename T, typename A, typename Launch>
-void dispatch_backward(const Args<T, A>& a, double scale, KernelOptions opt, int64_t spans,
-                       A* head_sums, Launch&& launch) {
+int64_t dispatch_backward(const Args<T, A>& a, double scale, KernelOptions opt, int64_t spans,
+                          A* head_sums, Launch&& launch) {
   if (a.r <= kSmallMax) {
     const bool fixed = use_fixed_pivot<A>(scale);
     const int vec = a.lse_in != nullptr ? 1 : small_vec(a, opt);
@@ -454,10 +460,12 @@ void dispatch_backward(const Args<T, A>& a, double scale, KernelOptions opt, int
     const bool dense = a.lse_in == nullptr && small_dense(a, opt, fixed, vec, persistent);
     if constexpr (std::is_same_v<A, float>) {
       if (small_staged(a, opt.small_staged_backward, dense)) {
+        const int64_t per = opt.small_staged_blocks;
+        const Geometry g = staged_geometry(a, per);
         with_direction(a.dir, [&](auto dc) {
-          launch(backward_small_staged<T, A, decltype(dc)::value>, staged_geometry(a), a);
+          launch(backward_small_staged<T, A, decltype(dc)::value>, g, a, per);
         });
-        return;
+        return g.gx;
       }
     }
     const bool loads_first = small_loads_first<A>(opt, dense);
@@ -475,6 +483,7 @@ void dispatch_backward(const Args<T, A>& a, double scale, KernelOptions opt, int
                g, with_small_index(a, S::width));
       });
     });
+    return a.B * a.nblocks;
   } else if (spans > 0) {
     if constexpr (std::is_same_v<A, float>) {
       with_tile(opt.tile, [&](auto tc) {
@@ -493,6 +502,7 @@ void dispatch_backward(const Args<T, A>& a, double scale, KernelOptions opt, int
       launch(backward_key_tiled<T, A, kT>, g, a, g.tiles_per_block, g.total);
     });
   }
+  return 0;
 }
 
 // The forward on contiguous tensors, into out and lse allocated by the caller ([B, n, d], lse in
@@ -559,10 +569,10 @@ void run_backward(const at::Tensor& grad_out, const at::Tensor& dep, const at::T
         spans = 0;
       }
     }
-    dispatch_backward(a, scale, opt, spans, spans > 1 ? head_sums.data_ptr<A>() : nullptr,
-                      launch);
+    const int64_t part_rows = dispatch_backward(
+        a, scale, opt, spans, spans > 1 ? head_sums.data_ptr<A>() : nullptr, launch);
     if (block_sums) {
-      sum_columns<A>(static_cast<const A*>(a.d_bias_part), a.B * a.nblocks, a.d,
+      sum_columns<A>(static_cast<const A*>(a.d_bias_part), part_rows, a.d,
                      d_bias.data_ptr<T>(), dep.options(), opt.column_sums_one_pass, launch);
     } else if (bias.has_value()) {
       sum_columns<A>(static_cast<const T*>(a.d_head), a.B * a.n, a.d, d_bias.data_ptr<T>(),

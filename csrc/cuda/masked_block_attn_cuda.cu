@@ -68,6 +68,7 @@ void check_cuda_inputs(const at::Tensor& dep) {
 //   BLOSA_CUDA_SMALL_STAGED=0|1|forward|backward  the dense forward, backward, both (1) or
 //                                   neither (default) with each block's rows staged through
 //                                   shared memory as 16-byte vectors (staged_small.cuh).
+//   BLOSA_CUDA_SMALL_STAGED_BLOCKS=N  blocks each staged thread block runs in turn (default 1).
 // The value of tuning variable `name`, which must be `a` or `b`; nullopt where it is unset.
 std::optional<std::string> tuning_choice(const char* name, const char* a, const char* b) {
   const char* value = std::getenv(name);
@@ -106,6 +107,14 @@ cuda::KernelOptions kernel_options_from_env() {
                       "BLOSA_CUDA_SMALL_STAGED must be 0, 1, forward or backward, got '", s, "'");
     opt.small_staged_forward = s == "1" || s == "forward";
     opt.small_staged_backward = s == "1" || s == "backward";
+  }
+  if (const char* v = std::getenv("BLOSA_CUDA_SMALL_STAGED_BLOCKS"); v != nullptr && *v != '\0') {
+    const std::string s(v);
+    const bool digits = s.size() <= 4 && s.find_first_not_of("0123456789") == std::string::npos;
+    TORCH_CHECK_VALUE(digits && std::stoi(s) >= 1,
+                      "BLOSA_CUDA_SMALL_STAGED_BLOCKS must be a whole number from 1 to 9999, got '",
+                      s, "'");
+    opt.small_staged_blocks = std::stoi(s);
   }
   return opt;
 }

@@ -10,16 +10,19 @@
 // A dense call's block (no mask, kSmallMax tokens, small_dense in dispatch.h) is one run of
 // kSmallMax·d elements, kSmallMax·sizeof(T) = 16 bytes (16-bit T) or 32 (float) a feature, so
 // it starts on a 16-byte boundary wherever the tensor does. Here a thread block of d threads,
-// thread k owning feature k, runs one block:
-//  1. it copies each input's run into shared memory as 16-byte vectors, kStagedVectors<T> a
-//     thread: whole sectors, in address order;
+// thread k owning feature k, runs `per` consecutive blocks (KernelOptions::small_staged_blocks),
+// for each:
+//  1. it copies each input's run into shared memory as 16-byte vectors (cp.async: no register
+//     holds them), kStagedVectors<T> a thread: whole sectors, in address order;
 //  2. each thread reads its feature's rows from there (2-byte accesses by consecutive threads:
 //     no bank conflict) and runs the block's math of the one-shot kernels unchanged
 //     (forward_small_block, backward_small_recompute_block with kStaged), which write the
 //     outputs into the same tiles (the inputs are in registers by then: one barrier between);
 //  3. it copies the outputs' runs to global memory as 16-byte vectors.
-// The cost: three barriers, a shared store and load per element, and idle lanes in the last
-// warp where d is not a multiple of 32 (20 of 320 at d = 300).
+// With 16-bit inputs the next block's step 1 goes into a second set of tiles before this
+// block's step 2, so that its copy overlaps the math (for_staged_blocks). The cost: three
+// barriers a block, a shared store and load per element, and idle lanes in the last warp
+// where d is not a multiple of 32 (20 of 320 at d = 300).
 #pragma once
 
 #include "attn_kernels.cuh"
@@ -38,7 +41,7 @@ constexpr int kStagedMaxD = 320;
 // spilled 24 bytes, "diag" and "all" 8-56 bytes, so those are not bounded).
 template <typename T, Direction D>
 constexpr int kStagedBackwardBlocksPerSM =
-    D == Direction::kForward || (D == Direction::kBackward && sizeof(T) == 2) ? 3 : 0;
+    sizeof(T) == 2 && (D == Direction::kForward || D == Direction::kBackward) ? 3 : 0;
 
 // 16-byte vectors a thread copies per tensor: a block's run of kSmallMax·d elements is d of
 // them for 16-bit T, 2·d for float.
@@ -52,39 +55,63 @@ struct SmallStage {
   alignas(16) T tiles[kN][kSmallMax * kStagedMaxD];
 };
 
-// Steps 1 and 3: copies a block's run (element `first` on, kSmallMax · d elements) of each of
-// kN tensors between global memory and the tiles, as 16-byte vectors: thread x moves vectors
-// x, x + d, ... Every load is issued before the first shared store.
+// 16 bytes from global to shared memory without a register: cp.async (sm_80 on), whose
+// copies land while the thread goes on, until async_wait_all. Elsewhere (older GPUs, the CPU
+// emulation) a plain copy, done by the time it returns.
+__device__ __forceinline__ void copy_16_async(void* shared_to, const void* global_from) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  const auto to = static_cast<unsigned>(__cvta_generic_to_shared(shared_to));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(to), "l"(global_from)
+               : "memory");
+#else
+  using Vec = typename PackWord<16>::type;
+  *static_cast<Vec*>(shared_to) = load_input(static_cast<const Vec*>(global_from));
+#endif
+}
+
+// Ends the thread's group of copy_16_async copies.
+__device__ __forceinline__ void async_commit() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.commit_group;\n" ::: "memory");
+#endif
+}
+
+// Waits for every copy_16_async of the thread (the barrier after it makes everyone's visible).
+__device__ __forceinline__ void async_wait_all() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.wait_group 0;\n" ::: "memory");
+#endif
+}
+
+// Step 1: starts copying a block's run (element `first` on, kSmallMax · d elements) of each of
+// kN tensors into the tiles, as 16-byte vectors: thread x copies vectors x, x + d, ...
 template <typename T, int kN>
 __device__ __forceinline__ void stage_in(SmallStage<T, kN>& sh, const T* const (&from)[kN],
                                          int64_t first, int d) {
   using Vec = typename PackWord<16>::type;
-  constexpr int kV = kStagedVectors<T>;
-  Vec v[kN][kV];
 #pragma unroll
   for (int t = 0; t < kN; ++t) {
 #pragma unroll
-    for (int u = 0; u < kV; ++u) {
-      v[t][u] = load_input(reinterpret_cast<const Vec*>(from[t] + first) + threadIdx.x + u * d);
+    for (int u = 0; u < kStagedVectors<T>; ++u) {
+      const int at = threadIdx.x + u * d;
+      copy_16_async(reinterpret_cast<Vec*>(sh.tiles[t]) + at,
+                    reinterpret_cast<const Vec*>(from[t] + first) + at);
     }
   }
-#pragma unroll
-  for (int t = 0; t < kN; ++t) {
-#pragma unroll
-    for (int u = 0; u < kV; ++u) reinterpret_cast<Vec*>(sh.tiles[t])[threadIdx.x + u * d] = v[t][u];
-  }
+  async_commit();
 }
 
+// Step 3: copies the first kOut tiles to the block's runs of the tensors `to`, as stage_in's
+// vectors (each thread reads back only vectors it copies in).
 template <typename T, int kN, int kOut>
 __device__ __forceinline__ void stage_out(const SmallStage<T, kN>& sh, T* const (&to)[kOut],
                                           int64_t first, int d) {
   static_assert(kOut <= kN);
   using Vec = typename PackWord<16>::type;
-  constexpr int kV = kStagedVectors<T>;
 #pragma unroll
   for (int t = 0; t < kOut; ++t) {
 #pragma unroll
-    for (int u = 0; u < kV; ++u) {
+    for (int u = 0; u < kStagedVectors<T>; ++u) {
       const int at = threadIdx.x + u * d;
       store_output(reinterpret_cast<Vec*>(to[t] + first) + at,
                    reinterpret_cast<const Vec*>(sh.tiles[t])[at]);
@@ -93,11 +120,11 @@ __device__ __forceinline__ void stage_out(const SmallStage<T, kN>& sh, T* const 
 }
 
 // Step 2's reads: feature k of the block's rows of each tile, as load_small_block would have
-// loaded them for a dense call (every mask byte 1), and the feature's bias.
-template <typename T, typename A, int kN>
-__device__ __forceinline__ SmallLoads<T, 1, kN> staged_rows(const Args<T, A>& p,
-                                                            const SmallStage<T, kN>& sh, int k,
-                                                            int d) {
+// loaded them for a dense call (every mask byte 1), and the feature's bias (loaded once, before
+// the loop over blocks: a load of it per block compiled to two copies of the loop in float32).
+template <typename T, int kN>
+__device__ __forceinline__ SmallLoads<T, 1, kN> staged_rows(const SmallStage<T, kN>& sh, int k,
+                                                            int d, T bias) {
   SmallLoads<T, 1, kN> l;
 #pragma unroll
   for (int i = 0; i < kSmallMax; ++i) {
@@ -105,64 +132,98 @@ __device__ __forceinline__ SmallLoads<T, 1, kN> staged_rows(const Args<T, A>& p,
     for (int t = 0; t < kN; ++t) l.rows[t][i].x[0] = sh.tiles[t][i * d + k];
     l.mask[i] = 1;
   }
-  if (p.bias != nullptr) l.bias[0] = p.bias[k];
+  l.bias[0] = bias;
   return l;
 }
 
-// The thread's SmallIndex in a staged kernel: block blockIdx.x, feature threadIdx.x, whose
-// first element in the tiles is at offset k.
-__device__ __forceinline__ SmallIndex staged_index() {
-  const int64_t bb = blockIdx.x;
-  return SmallIndex{bb, int64_t(threadIdx.x), bb * kSmallMax, int64_t(threadIdx.x), kSmallMax};
+// Tile sets a staged kernel holds: two for 16-bit inputs, so that the next block's copy lands
+// in one while the thread block computes the other; one for float, whose two would pass the
+// 48 KiB of static shared memory a thread block may have (2 · 40 KiB for the backward).
+template <typename T>
+constexpr int kStagedStages = sizeof(T) == 2 ? 2 : 1;
+
+// Runs the thread block's blocks [blockIdx.x · per, + per) (of the B · nblocks), thread k
+// owning feature k: steps 1-3 for each, body(s, in, tiles) computing one from its rows `in`
+// into `tiles` (its outputs in the first kOut tiles, which step 3 copies to `to`). With two
+// tile sets, block bb + 1's copy is started before block bb's math, into the other set.
+// Barriers: one after a block's copy has landed, one once every thread has read its rows
+// (the tiles then take the outputs), one before the outputs are copied out.
+template <typename T, typename A, int kN, int kOut, int kStages, typename Body>
+__device__ __forceinline__ void for_staged_blocks(const Args<T, A>& p, int64_t per,
+                                                  SmallStage<T, kN> (&sh)[kStages],
+                                                  const T* const (&from)[kN],
+                                                  T* const (&to)[kOut], Body&& body) {
+  const int d = static_cast<int>(p.d);
+  const int64_t first_block = int64_t(blockIdx.x) * per;
+  const int64_t end = min(first_block + per, p.B * p.nblocks);
+  const int64_t run = kSmallMax * p.d;  // elements of one block of a tensor
+  stage_in(sh[0], from, first_block * run, d);
+  const T bias = p.bias != nullptr ? p.bias[threadIdx.x] : T(0);
+  int stage = 0;
+#pragma unroll 1  // one copy of the block math (nvcc peeled a second in float32)
+  for (int64_t bb = first_block; bb < end; ++bb) {
+    // One tile set: block bb's copy once block bb - 1's outputs are out.
+    if (kStages == 1 && bb > first_block) stage_in(sh[0], from, bb * run, d);
+    async_wait_all();
+    __syncthreads();  // block bb's rows are in sh[stage]
+    const SmallIndex s{bb, int64_t(threadIdx.x), bb * kSmallMax, int64_t(threadIdx.x), kSmallMax};
+    const SmallLoads<T, 1, kN> in = staged_rows(sh[stage], static_cast<int>(s.k), d, bias);
+    if (kStages == 2 && bb + 1 < end) stage_in(sh[stage ^ 1], from, (bb + 1) * run, d);
+    __syncthreads();  // every thread holds its rows: sh[stage] takes the outputs
+    body(s, in, sh[stage]);
+    __syncthreads();
+    stage_out(sh[stage], to, bb * run, d);
+    stage ^= kStages - 1;
+  }
 }
 
-// forward_small (dense, fixed pivot, one feature a thread) staged: a grid of B · nblocks thread
-// blocks of d threads (staged_geometry in dispatch.h). kRcpSteps: forward_small_block's.
+// forward_small (dense, fixed pivot, one feature a thread) staged: a grid of
+// ceil(B · nblocks / per) thread blocks of d threads, each running `per` blocks in turn
+// (staged_geometry in dispatch.h). kRcpSteps: forward_small_block's.
 template <typename T, typename A, Direction D, int kRcpSteps>
-__global__ void __launch_bounds__(kStagedMaxD) forward_small_staged(const Args<T, A> p) {
-  __shared__ SmallStage<T, 3> sh;
-  const int d = static_cast<int>(p.d);
-  const SmallIndex s = staged_index();
-  const int64_t first = s.row0 * p.d;
-  stage_in(sh, {p.dep, p.value, p.head}, first, d);
-  __syncthreads();
-  const SmallLoads<T, 1, 3> in = staged_rows(p, sh, static_cast<int>(s.k), d);
-  __syncthreads();  // every thread holds its rows: tile 0 takes out
-  Args<T, A> q = p;
-  q.out = sh.tiles[0];
-  bool real[kSmallMax];
+__global__ void __launch_bounds__(kStagedMaxD) forward_small_staged(const Args<T, A> p,
+                                                                    int64_t per) {
+  __shared__ SmallStage<T, 3> sh[kStagedStages<T>];
+  for_staged_blocks(p, per, sh, {p.dep, p.value, p.head}, {p.out},
+                    [&](const SmallIndex& s, const SmallLoads<T, 1, 3>& in,
+                        SmallStage<T, 3>& tiles) {
+                      Args<T, A> q = p;
+                      q.out = tiles.tiles[0];
+                      bool real[kSmallMax];
 #pragma unroll
-  for (int i = 0; i < kSmallMax; ++i) real[i] = true;  // dense: every row a real token
-  forward_small_block<T, A, D, true, 1, true, kRcpSteps, true>(q, s, in, real);
-  __syncthreads();
-  stage_out(sh, {p.out}, first, d);
+                      for (int i = 0; i < kSmallMax; ++i) real[i] = true;  // dense
+                      forward_small_block<T, A, D, true, 1, true, kRcpSteps, true>(q, s, in, real);
+                    });
 }
 
 // backward_small_recompute (dense, fixed pivot, one feature a thread) staged, as
-// forward_small_staged; its block sums go to p.d_bias_part as that kernel's do.
+// forward_small_staged. Each thread adds its feature's block sums over the thread block's
+// blocks (in order) and stores them in row blockIdx.x of p.d_bias_part: ceil(B · nblocks /
+// per) rows, `per` times fewer than the one-shot kernels write for the column sums to add.
 template <typename T, typename A, Direction D>
 __global__ void __launch_bounds__(kStagedMaxD, (kStagedBackwardBlocksPerSM<T, D>))
-    backward_small_staged(const Args<T, A> p) {
-  __shared__ SmallStage<T, 4> sh;
-  const int d = static_cast<int>(p.d);
-  const SmallIndex s = staged_index();
-  const int64_t first = s.row0 * p.d;
-  stage_in(sh, {p.dep, p.value, p.head, p.grad_out}, first, d);
-  __syncthreads();
-  const SmallLoads<T, 1, 4> in = staged_rows(p, sh, static_cast<int>(s.k), d);
-  __syncthreads();  // every thread holds its rows: tiles 0-2 take d_dep, d_value and d_head
-  Args<T, A> q = p;
-  q.d_dep = sh.tiles[kDep];
-  q.d_value = sh.tiles[kValue];
-  q.d_head = sh.tiles[kHead];
-  bool real[kSmallMax];
+    backward_small_staged(const Args<T, A> p, int64_t per) {
+  __shared__ SmallStage<T, 4> sh[kStagedStages<T>];
+  A d_bias = A(0);
+  for_staged_blocks(
+      p, per, sh, {p.dep, p.value, p.head, p.grad_out}, {p.d_dep, p.d_value, p.d_head},
+      [&](const SmallIndex& s, const SmallLoads<T, 1, 4>& in, SmallStage<T, 4>& tiles) {
+        Args<T, A> q = p;
+        q.d_dep = tiles.tiles[kDep];
+        q.d_value = tiles.tiles[kValue];
+        q.d_head = tiles.tiles[kHead];
+        bool real[kSmallMax];
 #pragma unroll
-  for (int i = 0; i < kSmallMax; ++i) real[i] = true;  // dense: every row a real token
-  // Row offsets from d held in a register (small_offset's kHeld): 63 registers instead of 73
-  // unbounded in bfloat16's direction "forward", and no spill bounded in its "backward".
-  backward_small_recompute_block<T, A, D, true, 1, false, true, true, true>(q, s, in, real);
-  __syncthreads();
-  stage_out(sh, {p.d_dep, p.d_value, p.d_head}, first, d);
+        for (int i = 0; i < kSmallMax; ++i) real[i] = true;  // dense: every row a real token
+        A block_sum[1];
+        // Row offsets from d held in a register (small_offset's kHeld): 63 registers instead
+        // of 73 unbounded in bfloat16's direction "forward", and no spill bounded in its
+        // "backward".
+        backward_small_recompute_block<T, A, D, true, 1, false, true, true, true>(q, s, in, real,
+                                                                                   block_sum);
+        d_bias += block_sum[0];
+      });
+  if (p.d_bias_part != nullptr) p.d_bias_part[int64_t(blockIdx.x) * p.d + threadIdx.x] = d_bias;
 }
 
 }  // namespace blosa::cuda

@@ -64,7 +64,7 @@ std::tuple<at::Tensor, at::Tensor> fwd(const at::Tensor& dep_in, const at::Tenso
                                        bool staged, bool compute_lse, int64_t small_vec,
                                        int64_t persistent_blocks, bool small_dense,
                                        bool small_loads_first, bool small_fma_reciprocal,
-                                       bool small_staged) {
+                                       bool small_staged, int64_t small_staged_blocks) {
   const at::Tensor dep = dep_in.contiguous(), head = head_in.contiguous(),
                    value = value_in.contiguous();
   const auto bias_c = blosa::contiguous(bias), mask_c = blosa::contiguous(mask);
@@ -78,6 +78,7 @@ std::tuple<at::Tensor, at::Tensor> fwd(const at::Tensor& dep_in, const at::Tenso
                                  static_cast<int>(small_vec), persistent_blocks > 0,
                                  small_dense, small_loads_first, small_fma_reciprocal};
   opt.small_staged_forward = small_staged;
+  opt.small_staged_blocks = static_cast<int>(small_staged_blocks);
   blosa::cuda::run_forward(dep, head, value, bias_c, mask_c, block_len, std::string(direction),
                            scale, opt, out, lse, EmulatedLaunch{persistent_blocks});
   return {out, lse};
@@ -89,7 +90,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> bwd(
     const std::optional<at::Tensor>& mask, const at::Tensor& out_in, const at::Tensor& lse_in,
     int64_t block_len, c10::string_view direction, double scale, int64_t tile, bool fused,
     int64_t small_vec, int64_t persistent_blocks, bool small_dense, bool small_loads_first,
-    bool column_sums_one_pass, bool small_staged) {
+    bool column_sums_one_pass, bool small_staged, int64_t small_staged_blocks) {
   const at::Tensor grad_out = grad_out_in.contiguous(), dep = dep_in.contiguous(),
                    head = head_in.contiguous(), value = value_in.contiguous(),
                    out = out_in.contiguous(), lse = lse_in.contiguous();
@@ -103,6 +104,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> bwd(
                                  small_dense, small_loads_first};
   opt.column_sums_one_pass = column_sums_one_pass;
   opt.small_staged_backward = small_staged;
+  opt.small_staged_blocks = static_cast<int>(small_staged_blocks);
   blosa::cuda::run_backward(grad_out, dep, head, value, bias_c, mask_c, out, lse, block_len,
                             std::string(direction), scale, opt, d_dep, d_head, d_value, d_bias,
                             EmulatedLaunch{persistent_blocks});
@@ -189,12 +191,14 @@ TORCH_LIBRARY(blosa_emulated, m) {
       "fwd(Tensor dep, Tensor head, Tensor value, Tensor? bias, Tensor? mask, int block_len, "
       "str direction, float scale, int tile, bool staged, bool compute_lse=True, int small_vec=1, "
       "int persistent_blocks=0, bool small_dense=True, bool small_loads_first=False, "
-      "bool small_fma_reciprocal=False, bool small_staged=False) -> (Tensor, Tensor)");
+      "bool small_fma_reciprocal=False, bool small_staged=False, int small_staged_blocks=1) "
+      "-> (Tensor, Tensor)");
   m.def(
       "bwd(Tensor grad_out, Tensor dep, Tensor head, Tensor value, Tensor? bias, Tensor? mask, "
       "Tensor out, Tensor lse, int block_len, str direction, float scale, int tile, bool fused, "
       "int small_vec=1, int persistent_blocks=0, bool small_dense=True, bool small_loads_first=False, "
-      "bool column_sums_one_pass=False, bool small_staged=False) -> (Tensor, Tensor, Tensor, Tensor)");
+      "bool column_sums_one_pass=False, bool small_staged=False, int small_staged_blocks=1) "
+      "-> (Tensor, Tensor, Tensor, Tensor)");
 }
 
 TORCH_LIBRARY_IMPL(blosa_emulated, CPU, m) {
