@@ -80,7 +80,8 @@ def source(types=TYPES, directions=DIRECTIONS) -> str:
                                  f"kReciprocalSteps<{scalar}>>({args});")
             lines.append(f"template __global__ void backward_small<{head}>({args});")
             if acc == "float":  # the staged dense kernels (KernelOptions::small_staged_*)
-                steps = ("0", f"kReciprocalSteps<{scalar}>") if scalar in RECIPROCAL_TYPES else ("0",)
+                steps = ("0",) + ((f"kReciprocalSteps<{scalar}>",)
+                                  if scalar in RECIPROCAL_TYPES else ())
                 for rcp in steps:
                     lines.append(f"template __global__ void forward_small_staged<{head}, {rcp}>"
                                  f"({args}, int64_t);")

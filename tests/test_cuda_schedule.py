@@ -13,9 +13,10 @@ It also checks that the small kernels meant to keep the scale c·log2 e in a reg
 one-shot small kernels of direction "backward" issue their loads as early as "forward"'s do,
 and that the dense small-block kernels (no mask, whole blocks) are shorter than the general
 ones and need no more registers, which is what they are for, that the dense kernels compiled
-to issue their loads first do, that d_bias's column sums have eight rows' loads in flight
-at once, and that bench/small_variants.py, which compiles the small-block kernels alone to
-judge an edit on all of them, gets the build's machine code.
+to issue their loads first do, that the staged dense kernels move rows only as 16-byte
+vectors, that d_bias's column sums have eight rows' loads in flight at once, and that
+bench/small_variants.py, which compiles the small-block kernels alone to judge an edit on all
+of them, gets the build's machine code.
 Skipped, with the reason, where the build has no CUDA kernels (a CPU-only install); CI builds
 them.
 """

@@ -25,7 +25,8 @@ namespace blosa::cuda {
 // How the kernels run; masked_block_attn_cuda.cu reads it from BLOSA_CUDA_TILE,
 // BLOSA_CUDA_BACKWARD, BLOSA_CUDA_FORWARD, BLOSA_CUDA_SMALL_VEC, BLOSA_CUDA_SMALL_PERSISTENT,
 // BLOSA_CUDA_SMALL_DENSE, BLOSA_CUDA_SMALL_LOADS_FIRST, BLOSA_CUDA_SMALL_RCP,
-// BLOSA_CUDA_COLUMN_SUMS and BLOSA_CUDA_SMALL_STAGED, for tuning.
+// BLOSA_CUDA_COLUMN_SUMS, BLOSA_CUDA_SMALL_STAGED and BLOSA_CUDA_SMALL_STAGED_BLOCKS, for
+// tuning.
 struct KernelOptions {
   // Rows (queries, or keys in backward) per thread: 4 or 8. 8 was the fastest forward+backward
   // on an H200 (bench/RESULTS.md); 16 was slower everywhere and is gone.
@@ -88,7 +89,8 @@ struct KernelOptions {
   bool small_staged_backward = false;
   // Blocks each staged thread block runs in turn (>= 1): from the second on, a block's copy
   // into shared memory overlaps the math of the one before (16-bit inputs), and the
-  // backward's d_bias sums come in `per` times fewer rows.
+  // backward's d_bias sums come in that many times fewer rows. Off until measured (1; gpu_rates
+  // variant small-staged+staged-blocks8).
   int small_staged_blocks = 1;
 };
 
@@ -386,7 +388,7 @@ void dispatch_forward(const Args<T, A>& a, double scale, KernelOptions opt, Laun
       if (small_staged(a, opt.small_staged_forward, dense)) {
         const int64_t per = opt.small_staged_blocks;
         Geometry g = staged_geometry(a, per);
-        g.fma_reciprocal = small_fma_reciprocal<T>(opt, true);
+        g.fma_reciprocal = small_fma_reciprocal<T>(opt, /*loads_first_or_staged=*/true);
         with_direction(a.dir, [&](auto dc) {
           constexpr Direction D = decltype(dc)::value;
           if constexpr (sizeof(T) == 2) {

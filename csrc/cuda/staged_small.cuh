@@ -35,10 +35,11 @@ namespace blosa::cuda {
 constexpr int kStagedMaxD = 320;
 
 // Thread blocks per SM the staged backward's registers must allow (0: no bound). Unbounded it
-// takes 73-80 registers (bench/small_variants.py), so an SM holds two thread blocks of 10 warps
-// (d = 300); bounded to 3 it gets 64, and compiles without a spill in directions "forward" and
-// "backward" (Bi-BloSA's) for 16-bit inputs and "forward" for float (float's "backward"
-// spilled 24 bytes, "diag" and "all" 8-56 bytes, so those are not bounded).
+// took 73-80 registers in 16 bits (bench/small_variants.py), so that an SM held two thread
+// blocks of 10 warps (d = 300); bounded to 3 it gets 64, and compiles without a spill in
+// directions "forward" and "backward" (Bi-BloSA's) for 16-bit inputs. float32's spilled 24
+// bytes so bounded, and "diag" and "all" 8-56 bytes: those are not bounded (91-142
+// registers).
 template <typename T, Direction D>
 constexpr int kStagedBackwardBlocksPerSM =
     sizeof(T) == 2 && (D == Direction::kForward || D == Direction::kBackward) ? 3 : 0;
@@ -166,7 +167,8 @@ __device__ __forceinline__ void for_staged_blocks(const Args<T, A>& p, int64_t p
     if (kStages == 1 && bb > first_block) stage_in(sh[0], from, bb * run, d);
     async_wait_all();
     __syncthreads();  // block bb's rows are in sh[stage]
-    const SmallIndex s{bb, int64_t(threadIdx.x), bb * kSmallMax, int64_t(threadIdx.x), kSmallMax};
+    const int64_t k = threadIdx.x;  // the thread's feature, and its offset in a tile row
+    const SmallIndex s{bb, k, bb * kSmallMax, k, kSmallMax};
     const SmallLoads<T, 1, kN> in = staged_rows(sh[stage], static_cast<int>(s.k), d, bias);
     if (kStages == 2 && bb + 1 < end) stage_in(sh[stage ^ 1], from, (bb + 1) * run, d);
     __syncthreads();  // every thread holds its rows: sh[stage] takes the outputs
@@ -216,9 +218,8 @@ __global__ void __launch_bounds__(kStagedMaxD, (kStagedBackwardBlocksPerSM<T, D>
 #pragma unroll
         for (int i = 0; i < kSmallMax; ++i) real[i] = true;  // dense: every row a real token
         A block_sum[1];
-        // Row offsets from d held in a register (small_offset's kHeld): 63 registers instead
-        // of 73 unbounded in bfloat16's direction "forward", and no spill bounded in its
-        // "backward".
+        // Row offsets from d held in a register (small_offset's kHeld): without it, bounded
+        // to 3 thread blocks an SM, bfloat16's direction "backward" spilled 8 bytes.
         backward_small_recompute_block<T, A, D, true, 1, false, true, true, true>(q, s, in, real,
                                                                                    block_sum);
         d_bias += block_sum[0];
