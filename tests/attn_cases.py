@@ -29,6 +29,17 @@ def make_mask(kind: str, B: int, n: int, gen: torch.Generator) -> torch.Tensor |
     return mask
 
 
+def assert_d_bias_within_rounding(got, want, d_head):
+    """got and want: two d_bias ([d], one dtype) of the same float32 terms added in another
+    order (CUDA's column sums in another shape, or each thread's blocks first). Each within 64
+    float32 roundings of the terms' magnitudes (d_head: the float64 reference's, [B, n, d]) and
+    one unit in the last place of the dtype of the other."""
+    terms = d_head.abs().sum((0, 1)).to(want.device)
+    bound = (64 * torch.finfo(torch.float32).eps * terms
+             + torch.finfo(want.dtype).eps * want.double().abs())
+    assert ((got.double() - want.double()).abs() <= bound).all(), (got, want)
+
+
 def make_inputs(B, n, d, dtype, gen, with_bias=True, spread=2.0):
     """dep, head, value [B, n, d] and bias [d] (or None), requiring grad, on CPU."""
     def draw(*shape):

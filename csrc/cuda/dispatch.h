@@ -212,20 +212,27 @@ inline bool aligned(const void* p, size_t bytes) {
   return reinterpret_cast<uintptr_t>(p) % bytes == 0;
 }
 
+// Whether every [B, n, d] tensor of a (the small kernels' inputs and outputs) is aligned for
+// loads of `bytes` bytes.
+template <typename T, typename A>
+bool tensors_aligned(const Args<T, A>& a, size_t bytes) {
+  for (const void* ptr : {static_cast<const void*>(a.dep), static_cast<const void*>(a.head),
+                          static_cast<const void*>(a.value), static_cast<const void*>(a.out),
+                          static_cast<const void*>(a.grad_out), static_cast<const void*>(a.d_dep),
+                          static_cast<const void*>(a.d_head), static_cast<const void*>(a.d_value)}) {
+    if (!aligned(ptr, bytes)) return false;
+  }
+  return true;
+}
+
 // Whether this call's dense small-block kernel runs staged (staged_small.cuh; `wanted`:
 // KernelOptions::small_staged_forward or small_staged_backward): float accumulation, d <=
 // kStagedMaxD, and every [B, n, d] tensor the kernel touches on a 16-byte boundary, so that
 // each block's run does too (kSmallMax · sizeof(T) is a multiple of 16 bytes).
 template <typename T, typename A>
 bool small_staged(const Args<T, A>& a, bool wanted, bool dense) {
-  if (!wanted || !dense || !std::is_same_v<A, float> || a.d > kStagedMaxD) return false;
-  for (const void* ptr : {static_cast<const void*>(a.dep), static_cast<const void*>(a.head),
-                          static_cast<const void*>(a.value), static_cast<const void*>(a.out),
-                          static_cast<const void*>(a.grad_out), static_cast<const void*>(a.d_dep),
-                          static_cast<const void*>(a.d_head), static_cast<const void*>(a.d_value)}) {
-    if (!aligned(ptr, 16)) return false;
-  }
-  return true;
+  return wanted && dense && std::is_same_v<A, float> && a.d <= kStagedMaxD &&
+         tensors_aligned(a, 16);
 }
 
 // Thread blocks of d threads, each running `per` sequence blocks in turn (the staged kernels).
@@ -318,14 +325,7 @@ void with_direction(Direction dir, F&& f) {
 template <typename T, typename A>
 int small_vec(const Args<T, A>& a, KernelOptions opt) {
   if (opt.small_vec == 1 || std::is_same_v<T, double> || a.d % opt.small_vec != 0) return 1;
-  const size_t bytes = sizeof(T) * opt.small_vec;
-  for (const void* ptr : {static_cast<const void*>(a.dep), static_cast<const void*>(a.head),
-                          static_cast<const void*>(a.value), static_cast<const void*>(a.out),
-                          static_cast<const void*>(a.grad_out), static_cast<const void*>(a.d_dep),
-                          static_cast<const void*>(a.d_head), static_cast<const void*>(a.d_value)}) {
-    if (!aligned(ptr, bytes)) return 1;
-  }
-  return opt.small_vec;
+  return tensors_aligned(a, sizeof(T) * opt.small_vec) ? opt.small_vec : 1;
 }
 
 // The template arguments of a small-block kernel besides T, A and the direction.

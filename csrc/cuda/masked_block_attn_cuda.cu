@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <initializer_list>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -69,44 +70,55 @@ void check_cuda_inputs(const at::Tensor& dep) {
 //                                   neither (default) with each block's rows staged through
 //                                   shared memory as 16-byte vectors (staged_small.cuh).
 //   BLOSA_CUDA_SMALL_STAGED_BLOCKS=N  blocks each staged thread block runs in turn (default 1).
-// The value of tuning variable `name`, which must be `a` or `b`; nullopt where it is unset.
-std::optional<std::string> tuning_choice(const char* name, const char* a, const char* b) {
+// The value of tuning variable `name`, which must be one of `allowed`; nullopt where it is
+// unset.
+std::optional<std::string> tuning_choice(const char* name,
+                                         std::initializer_list<const char*> allowed) {
   const char* value = std::getenv(name);
   if (value == nullptr || *value == '\0') return std::nullopt;
   const std::string v(value);
-  TORCH_CHECK_VALUE(v == a || v == b, name, " must be ", a, " or ", b, ", got '", v, "'");
+  bool found = false;
+  std::string choices;  // "a or b", "a, b, c or d"
+  size_t i = 0;
+  for (const char* a : allowed) {
+    found = found || v == a;
+    choices += (i == 0 ? "" : i + 1 == allowed.size() ? " or " : ", ") + std::string(a);
+    ++i;
+  }
+  TORCH_CHECK_VALUE(found, name, " must be ", choices, ", got '", v, "'");
   return v;
 }
 
 cuda::KernelOptions kernel_options_from_env() {
   cuda::KernelOptions opt;  // the defaults, where a variable is unset
-  if (const auto v = tuning_choice("BLOSA_CUDA_TILE", "4", "8")) opt.tile = std::stoi(*v);
-  if (const auto v = tuning_choice("BLOSA_CUDA_BACKWARD", "split", "fused")) {
+  if (const auto v = tuning_choice("BLOSA_CUDA_TILE", {"4", "8"})) opt.tile = std::stoi(*v);
+  if (const auto v = tuning_choice("BLOSA_CUDA_BACKWARD", {"split", "fused"})) {
     opt.fused_backward = *v == "fused";
   }
-  if (const auto v = tuning_choice("BLOSA_CUDA_FORWARD", "stream", "staged")) {
+  if (const auto v = tuning_choice("BLOSA_CUDA_FORWARD", {"stream", "staged"})) {
     opt.staged_forward = *v == "staged";
   }
-  if (const auto v = tuning_choice("BLOSA_CUDA_SMALL_VEC", "1", "2")) opt.small_vec = std::stoi(*v);
-  if (const auto v = tuning_choice("BLOSA_CUDA_SMALL_PERSISTENT", "0", "1")) {
+  if (const auto v = tuning_choice("BLOSA_CUDA_SMALL_VEC", {"1", "2"})) {
+    opt.small_vec = std::stoi(*v);
+  }
+  if (const auto v = tuning_choice("BLOSA_CUDA_SMALL_PERSISTENT", {"0", "1"})) {
     opt.small_persistent = *v == "1";
   }
-  if (const auto v = tuning_choice("BLOSA_CUDA_SMALL_DENSE", "0", "1")) opt.small_dense = *v == "1";
-  if (const auto v = tuning_choice("BLOSA_CUDA_SMALL_LOADS_FIRST", "0", "1")) {
+  if (const auto v = tuning_choice("BLOSA_CUDA_SMALL_DENSE", {"0", "1"})) {
+    opt.small_dense = *v == "1";
+  }
+  if (const auto v = tuning_choice("BLOSA_CUDA_SMALL_LOADS_FIRST", {"0", "1"})) {
     opt.small_loads_first = *v == "1";
   }
-  if (const auto v = tuning_choice("BLOSA_CUDA_SMALL_RCP", "mufu", "fma")) {
+  if (const auto v = tuning_choice("BLOSA_CUDA_SMALL_RCP", {"mufu", "fma"})) {
     opt.small_fma_reciprocal = *v == "fma";
   }
-  if (const auto v = tuning_choice("BLOSA_CUDA_COLUMN_SUMS", "two", "one")) {
+  if (const auto v = tuning_choice("BLOSA_CUDA_COLUMN_SUMS", {"two", "one"})) {
     opt.column_sums_one_pass = *v == "one";
   }
-  if (const char* v = std::getenv("BLOSA_CUDA_SMALL_STAGED"); v != nullptr && *v != '\0') {
-    const std::string s(v);
-    TORCH_CHECK_VALUE(s == "0" || s == "1" || s == "forward" || s == "backward",
-                      "BLOSA_CUDA_SMALL_STAGED must be 0, 1, forward or backward, got '", s, "'");
-    opt.small_staged_forward = s == "1" || s == "forward";
-    opt.small_staged_backward = s == "1" || s == "backward";
+  if (const auto v = tuning_choice("BLOSA_CUDA_SMALL_STAGED", {"0", "1", "forward", "backward"})) {
+    opt.small_staged_forward = *v == "1" || *v == "forward";
+    opt.small_staged_backward = *v == "1" || *v == "backward";
   }
   if (const char* v = std::getenv("BLOSA_CUDA_SMALL_STAGED_BLOCKS"); v != nullptr && *v != '\0') {
     const std::string s(v);

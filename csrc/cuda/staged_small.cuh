@@ -34,12 +34,12 @@ namespace blosa::cuda {
 // backward's four tensors.
 constexpr int kStagedMaxD = 320;
 
-// Thread blocks per SM the staged backward's registers must allow (0: no bound). Unbounded it
-// took 73-80 registers in 16 bits (bench/small_variants.py), so that an SM held two thread
-// blocks of 10 warps (d = 300); bounded to 3 it gets 64, and compiles without a spill in
-// directions "forward" and "backward" (Bi-BloSA's) for 16-bit inputs. float32's spilled 24
-// bytes so bounded, and "diag" and "all" 8-56 bytes: those are not bounded (91-142
-// registers).
+// Thread blocks per SM the staged backward's registers must allow (0: no bound). Unbounded, the
+// bfloat16 kernel of direction "forward" takes 79 registers (bench/small_variants.py), so an
+// SM holds two thread blocks of 10 warps (d = 300); bounded to 3 it gets 64 and compiles
+// without a spill in directions "forward" and "backward" (Bi-BloSA's) for 16-bit inputs.
+// Bounded, "diag" and "all" spilled 24-56 bytes, and float32's "forward" 24: those and the
+// rest of float32 are not bounded (93-95 registers in 16 bits, 91-142 in float32).
 template <typename T, Direction D>
 constexpr int kStagedBackwardBlocksPerSM =
     sizeof(T) == 2 && (D == Direction::kForward || D == Direction::kBackward) ? 3 : 0;
@@ -48,6 +48,20 @@ constexpr int kStagedBackwardBlocksPerSM =
 // them for 16-bit T, 2·d for float.
 template <typename T>
 constexpr int kStagedVectors = kSmallMax * int(sizeof(T)) / 16;
+
+// The 16-byte word the staged kernels copy rows as.
+using Vector16 = PackWord<16>::type;
+
+// f(t, at) for each of the 16-byte vectors `at` of the block's runs of kN tensors t that the
+// thread copies: thread x the vectors x, x + d, ... (kStagedVectors<T> of them a tensor).
+template <typename T, int kN, typename F>
+__device__ __forceinline__ void for_thread_vectors(int d, F&& f) {
+#pragma unroll
+  for (int t = 0; t < kN; ++t) {
+#pragma unroll
+    for (int u = 0; u < kStagedVectors<T>; ++u) f(t, int(threadIdx.x) + u * d);
+  }
+}
 
 // Shared memory of a staged kernel: kN tiles, each a block's kSmallMax rows of d elements of
 // one tensor, row-major with row pitch d as in global memory.
@@ -65,8 +79,7 @@ __device__ __forceinline__ void copy_16_async(void* shared_to, const void* globa
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(to), "l"(global_from)
                : "memory");
 #else
-  using Vec = typename PackWord<16>::type;
-  *static_cast<Vec*>(shared_to) = load_input(static_cast<const Vec*>(global_from));
+  *static_cast<Vector16*>(shared_to) = load_input(static_cast<const Vector16*>(global_from));
 #endif
 }
 
@@ -85,20 +98,14 @@ __device__ __forceinline__ void async_wait_all() {
 }
 
 // Step 1: starts copying a block's run (element `first` on, kSmallMax · d elements) of each of
-// kN tensors into the tiles, as 16-byte vectors: thread x copies vectors x, x + d, ...
+// kN tensors into the tiles, as 16-byte vectors (for_thread_vectors).
 template <typename T, int kN>
 __device__ __forceinline__ void stage_in(SmallStage<T, kN>& sh, const T* const (&from)[kN],
                                          int64_t first, int d) {
-  using Vec = typename PackWord<16>::type;
-#pragma unroll
-  for (int t = 0; t < kN; ++t) {
-#pragma unroll
-    for (int u = 0; u < kStagedVectors<T>; ++u) {
-      const int at = threadIdx.x + u * d;
-      copy_16_async(reinterpret_cast<Vec*>(sh.tiles[t]) + at,
-                    reinterpret_cast<const Vec*>(from[t] + first) + at);
-    }
-  }
+  for_thread_vectors<T, kN>(d, [&](int t, int at) {
+    copy_16_async(reinterpret_cast<Vector16*>(sh.tiles[t]) + at,
+                  reinterpret_cast<const Vector16*>(from[t] + first) + at);
+  });
   async_commit();
 }
 
@@ -108,16 +115,10 @@ template <typename T, int kN, int kOut>
 __device__ __forceinline__ void stage_out(const SmallStage<T, kN>& sh, T* const (&to)[kOut],
                                           int64_t first, int d) {
   static_assert(kOut <= kN);
-  using Vec = typename PackWord<16>::type;
-#pragma unroll
-  for (int t = 0; t < kOut; ++t) {
-#pragma unroll
-    for (int u = 0; u < kStagedVectors<T>; ++u) {
-      const int at = threadIdx.x + u * d;
-      store_output(reinterpret_cast<Vec*>(to[t] + first) + at,
-                   reinterpret_cast<const Vec*>(sh.tiles[t])[at]);
-    }
-  }
+  for_thread_vectors<T, kOut>(d, [&](int t, int at) {
+    store_output(reinterpret_cast<Vector16*>(to[t] + first) + at,
+                 reinterpret_cast<const Vector16*>(sh.tiles[t])[at]);
+  });
 }
 
 // Step 2's reads: feature k of the block's rows of each tile, as load_small_block would have
@@ -144,8 +145,9 @@ template <typename T>
 constexpr int kStagedStages = sizeof(T) == 2 ? 2 : 1;
 
 // Runs the thread block's blocks [blockIdx.x · per, + per) (of the B · nblocks), thread k
-// owning feature k: steps 1-3 for each, body(s, in, tiles) computing one from its rows `in`
-// into `tiles` (its outputs in the first kOut tiles, which step 3 copies to `to`). With two
+// owning feature k: steps 1-3 for each, body(s, in, real, tiles) computing one from its rows
+// `in` (every one real: dense) into `tiles` (its outputs in the first kOut tiles, which step 3
+// copies to `to`). With two
 // tile sets, block bb + 1's copy is started before block bb's math, into the other set.
 // Barriers: one after a block's copy has landed, one once every thread has read its rows
 // (the tiles then take the outputs), one before the outputs are copied out.
@@ -160,7 +162,10 @@ __device__ __forceinline__ void for_staged_blocks(const Args<T, A>& p, int64_t p
   const int64_t run = kSmallMax * p.d;  // elements of one block of a tensor
   stage_in(sh[0], from, first_block * run, d);
   const T bias = p.bias != nullptr ? p.bias[threadIdx.x] : T(0);
-  int stage = 0;
+  bool real[kSmallMax];
+#pragma unroll
+  for (int i = 0; i < kSmallMax; ++i) real[i] = true;
+  int stage = 0;  // the tile set of block bb: alternating with two, always 0 with one
 #pragma unroll 1  // one copy of the block math (nvcc peeled a second in float32)
   for (int64_t bb = first_block; bb < end; ++bb) {
     // One tile set: block bb's copy once block bb - 1's outputs are out.
@@ -172,7 +177,7 @@ __device__ __forceinline__ void for_staged_blocks(const Args<T, A>& p, int64_t p
     const SmallLoads<T, 1, kN> in = staged_rows(sh[stage], static_cast<int>(s.k), d, bias);
     if (kStages == 2 && bb + 1 < end) stage_in(sh[stage ^ 1], from, (bb + 1) * run, d);
     __syncthreads();  // every thread holds its rows: sh[stage] takes the outputs
-    body(s, in, sh[stage]);
+    body(s, in, real, sh[stage]);
     __syncthreads();
     stage_out(sh[stage], to, bb * run, d);
     stage ^= kStages - 1;
@@ -188,12 +193,9 @@ __global__ void __launch_bounds__(kStagedMaxD) forward_small_staged(const Args<T
   __shared__ SmallStage<T, 3> sh[kStagedStages<T>];
   for_staged_blocks(p, per, sh, {p.dep, p.value, p.head}, {p.out},
                     [&](const SmallIndex& s, const SmallLoads<T, 1, 3>& in,
-                        SmallStage<T, 3>& tiles) {
+                        const bool(&real)[kSmallMax], SmallStage<T, 3>& tiles) {
                       Args<T, A> q = p;
                       q.out = tiles.tiles[0];
-                      bool real[kSmallMax];
-#pragma unroll
-                      for (int i = 0; i < kSmallMax; ++i) real[i] = true;  // dense
                       forward_small_block<T, A, D, true, 1, true, kRcpSteps, true>(q, s, in, real);
                     });
 }
@@ -209,14 +211,12 @@ __global__ void __launch_bounds__(kStagedMaxD, (kStagedBackwardBlocksPerSM<T, D>
   A d_bias = A(0);
   for_staged_blocks(
       p, per, sh, {p.dep, p.value, p.head, p.grad_out}, {p.d_dep, p.d_value, p.d_head},
-      [&](const SmallIndex& s, const SmallLoads<T, 1, 4>& in, SmallStage<T, 4>& tiles) {
+      [&](const SmallIndex& s, const SmallLoads<T, 1, 4>& in, const bool(&real)[kSmallMax],
+          SmallStage<T, 4>& tiles) {
         Args<T, A> q = p;
         q.d_dep = tiles.tiles[kDep];
         q.d_value = tiles.tiles[kValue];
         q.d_head = tiles.tiles[kHead];
-        bool real[kSmallMax];
-#pragma unroll
-        for (int i = 0; i < kSmallMax; ++i) real[i] = true;  // dense: every row a real token
         A block_sum[1];
         // Row offsets from d held in a register (small_offset's kHeld): without it, bounded
         // to 3 thread blocks an SM, bfloat16's direction "backward" spilled 8 bytes.
