@@ -81,15 +81,20 @@ step "kernel rates"
 # DRAM's 53% (its forward+backward rows against the default's give the whole change, its
 # forward rows the forward's), one block a thread block and eight in turn (staged-blocks8:
 # the 3072 blocks in one wave of 384 thread blocks, each block's copy overlapping the math of
-# the one before). The others (CUDA general, loads-later, stream, split, stream+split, tile4,
+# the one before); and Triton's per-pair kernels compiled for the call's d (pairs-static-d;
+# configs.PAIRS_STATIC_D), their rows' offsets constants of the loads and stores: the dense
+# bfloat16 r = 8 forward 464 -> 376 instructions and its backward 760 -> 712, for the r = 8
+# forward 5% short of 1.3e12 and the training step 22% short of 0.5e12.
+# The others (CUDA general, loads-later, stream, split, stream+split, tile4,
 # vec2, persistent, persistent+vec2; Triton split, per-block, general, fast32) gave the same
 # verdict on two or three H200 runs
 # (bench/RESULTS.md) and take `--cuda-variants` / `--triton-variants` by hand: their time goes
-# to the tests. Up to 180 s: 116 s on 2026-11-28 with three variants, and rows-poly, last of
-# the jobs, first compiles the row-tile forward's seven autotune shapes for two new keys.
-timed rates ${RATES_TIMEOUT:-180} $PY bench/gpu_rates.py --out "$LOG/rates.json" \
+# to the tests. Up to 200 s: 116 s on 2026-11-28 with three variants; pairs-static-d first
+# compiles the per-pair kernels' four autotune shapes for d = 300 (two dtypes, forward and
+# backward), and rows-poly, last of the jobs, the row-tile forward's seven for two new keys.
+timed rates ${RATES_TIMEOUT:-200} $PY bench/gpu_rates.py --out "$LOG/rates.json" \
   --cuda-variants rcp-mufu,sums-one,small-staged,small-staged+staged-blocks8 \
-  --triton-variants bias-sum+rcp-div,rows-poly > "$LOG/rates.md" 2>&1
+  --triton-variants bias-sum+rcp-div,pairs-static-d,rows-poly > "$LOG/rates.md" 2>&1
 rates_status=$?
 
 step "host overhead"

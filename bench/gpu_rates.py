@@ -282,7 +282,7 @@ def variant_env(variant: str) -> dict[str, str]:
 SMALL_BLOCK_PARTS = frozenset({
     "persistent", "general", "loads-first", "loads-later", "rcp-fma", "rcp-mufu", "per-block",
     "bias-mv", "bias-sum", "rcp-newton", "rcp-div", "sums-one", "sums-two",
-    "small-staged", "small-staged-forward", "small-staged-backward"})
+    "small-staged", "small-staged-forward", "small-staged-backward", "pairs-static-d"})
 
 
 def variant_config(variant: str):
@@ -306,6 +306,7 @@ TRITON_VARIANT_PARTS = {
     "rcp-newton": {"PAIRS_RECIPROCAL": "newton"},  # per-pair 16-bit 1 / sum by Newton (default)
     "rcp-div": {"PAIRS_RECIPROCAL": "div"},  # per-pair 1 / sum by a division
     "rows-poly": {"ROWS_EXP2": "half-poly"},  # row-tile forward: every other key's exp2 on FMAs
+    "pairs-static-d": {"PAIRS_STATIC_D": True},  # per-pair kernels compiled for the call's d
 }
 
 
@@ -318,7 +319,8 @@ def triton_variant_settings(variant: str) -> dict:
     product with ones, the default, or by ATen's sum) and "rcp-newton" / "rcp-div" (the per-pair
     kernels' 16-bit 1 / sum from Newton steps on the FMA pipe, the default, or a division),
     "rows-poly" (the row-tile forward's 16-bit exp2 of every other key from a polynomial on the
-    FMA pipe), e.g. "split+fast32"."""
+    FMA pipe), "pairs-static-d" (the per-pair kernels compiled for the call's d, their rows'
+    offsets constants), e.g. "split+fast32"."""
     settings = {}
     for part in variant.split("+"):
         if part not in TRITON_VARIANT_PARTS:

@@ -16,7 +16,7 @@ With --cubin-dir DIR it also writes each binary there, named kernel-dtype-scalar
 -2, -3, ... for a kernel's second, third case in one dtype, in the order of cases()), and
 each autotune config's, kernel-dtype-wWARPS-TILES.cubin (config_cubin_name; e.g.
 bwd_fused_kernel-bf16-w8-BM64-BD32, -RN at the end for a config whose registers are capped at N,
-then -poly for the row-tile forward's POLY_EXP2 loop),
+then -poly for the row-tile forward's POLY_EXP2 loop, -dN for a per-pair kernel compiled for d = N),
 for `cuobjdump -sass` (the cuobjdump that triton bundles will do) or
 `python bench/sass_loads.py --so FILE --kernels NAME` (loop sizes, MUFU, barriers, load distances).
 """
@@ -75,7 +75,7 @@ def cases():
     # The per-pair kernels: first a bfloat16 training step at r = 8 (its forward without lse, its
     # backward recomputing it), with a mask, then without one in whole blocks (DENSE: the
     # benchmark's), then lse, the running max, short blocks (R = 4, 1), every direction.
-    pair = dict(flags, FIXED_PIVOT=True, DENSE=False, INDEX64=False, R=8, BLOCK=128)
+    pair = dict(flags, FIXED_PIVOT=True, DENSE=False, INDEX64=False, R=8, BLOCK=128, D=0)
     fwd_pair = bwd_pair = dict(pair, RCP_STEPS=0)
     yield pairs.fwd_pairs_kernel, "bf16", dict(fwd_pair, **no_lse, FAST_TANH=True)
     yield pairs.fwd_pairs_kernel, "bf16", dict(fwd_pair, **no_lse, FAST_TANH=True, DENSE=True)
@@ -97,6 +97,15 @@ def cases():
     yield pairs.fwd_pairs_kernel, "bf16", dict(fwd_pair, **no_lse, FAST_TANH=True, INDEX64=True)
     yield pairs.bwd_pairs_kernel, "bf16", dict(bwd_pair, SAVED_LSE=False, FAST_TANH=True, DENSE=True,
                                                INDEX64=True)
+    # Compiled for one d (configs.PAIRS_STATIC_D): the benchmark's bfloat16 training step at
+    # r = 8 (d = 300, the dense cases with Newton steps above, D = 0), then a mask and odd
+    # d in float32, float16 and short blocks.
+    yield pairs.fwd_pairs_kernel, "bf16", dict(fwd_pair, **no_lse, FAST_TANH=True, DENSE=True, RCP_STEPS=2, D=300)
+    yield pairs.bwd_pairs_kernel, "bf16", dict(bwd_pair, SAVED_LSE=False, FAST_TANH=True, DENSE=True, RCP_STEPS=3,
+                                               D=300)
+    yield pairs.fwd_pairs_kernel, "fp32", dict(fwd_pair, **lse, DIR=2, FAST_TANH=False, D=37)
+    yield pairs.bwd_pairs_kernel, "fp16", dict(bwd_pair, SAVED_LSE=False, FIXED_PIVOT=False, DIR=1, FAST_TANH=True,
+                                               R=4, D=37)
     # First, for the autotune configs: the one-block forward of a bfloat16 training step (lse
     # written for the row-tile backward), the benchmark's.
     rows = dict(flags, POLY_EXP2=False)
@@ -137,18 +146,20 @@ def cases():
 def config_cases():
     """(kernel, pointer dtype, constexprs, num_warps, maxnreg or None): every autotune config of
     every kernel, on the kernel's first case of cases(); the row-tile forward's also on its first
-    case with POLY_EXP2 (configs.ROWS_EXP2 = "half-poly", which has another loop)."""
+    case with POLY_EXP2 (configs.ROWS_EXP2 = "half-poly", which has another loop), the per-pair
+    kernels' on their first with D (configs.PAIRS_STATIC_D: compiled for one d)."""
     from blosa_kernels import configs
 
     first = {}
     for fn, dtype, constexprs in cases():
-        first.setdefault((fn, bool(constexprs.get("POLY_EXP2"))), (dtype, constexprs))
+        variant = (bool(constexprs.get("POLY_EXP2")), bool(constexprs.get("D")))
+        first.setdefault((fn, variant), (dtype, constexprs))
     for kind, (kernel_configs, _) in configs.CONFIGS.items():
         fn = configs.PLAIN[kind]
-        for poly in (False, True):
-            if (fn, poly) not in first:
+        for variant in ((False, False), (True, False), (False, True)):
+            if (fn, variant) not in first:
                 continue
-            dtype, constexprs = first[fn, poly]
+            dtype, constexprs = first[fn, variant]
             for config in kernel_configs:
                 yield fn, dtype, dict(constexprs, **config.kwargs), config.num_warps, config.maxnreg
 
@@ -161,11 +172,13 @@ def config_cubin_name(kernel: str, dtype: str, num_warps: int, constexprs: dict,
                       maxnreg: int | None) -> str:
     """The name --cubin-dir gives an autotune config's binary: kernel-dtype-wWARPS-TILES.cubin,
     TILES the config's TILE_KEYS in constexprs' order (e.g. bwd_fused_kernel-bf16-w8-BM64-BD32),
-    with -RN at the end for registers capped at N, then -poly for POLY_EXP2."""
+    with -RN at the end for registers capped at N, then -poly for POLY_EXP2 and -dN for D = N
+    (the per-pair kernels compiled for one d)."""
     tiles = "-".join(f"{k}{v}" for k, v in constexprs.items() if k in TILE_KEYS)
     cap = f"-R{maxnreg}" if maxnreg else ""
     poly = "-poly" if constexprs.get("POLY_EXP2") else ""
-    return f"{kernel}-{dtype}-w{num_warps}-{tiles}{cap}{poly}.cubin"
+    static = f"-d{constexprs['D']}" if constexprs.get("D") else ""
+    return f"{kernel}-{dtype}-w{num_warps}-{tiles}{cap}{poly}{static}.cubin"
 
 
 def cuobjdump(cubin: bytes, option: str) -> str | None:
@@ -323,7 +336,7 @@ def main(argv=None) -> int:
         capped = f" maxnreg={maxnreg}" if maxnreg else ""
         print(f"{status} {fn.__name__:<18} {dtype:<5} autotune config num_warps={num_warps:<2}{capped} "
               f"registers {regs} stack {stack} barriers {syncs}  {time.time() - t0:5.1f}s  "
-              f"{ {k: v for k, v in constexprs.items() if k in TILE_KEYS} }")
+              f"{ {k: v for k, v in constexprs.items() if k in TILE_KEYS or (k == 'D' and v)} }")
     return 1 if failed else 0
 
 

@@ -52,6 +52,32 @@ PAIRS_MAX = 8 if _PAIRS == "1" else 0
 # to load and no test of a row's existence: at r = 8, bfloat16, 26% fewer instructions forward
 # and 18% backward on sm_90. False gives them the general per-pair kernels.
 PAIRS_DENSE = True
+# The per-pair kernels compiled for the call's d (their D, a compile-time constant: one binary
+# per feature count, each autotuned on its first call) rather than for any d. Each (block,
+# feature) element's R rows lie d apart: with d constant, every row's load and store takes its
+# offset as an immediate from one 64-bit address, where a runtime d gives each row an address
+# of its own (an IMAD.WIDE and a MOV), and splitting the element's index into block and feature
+# takes a multiply instead of a division. On sm_90 (bfloat16, r = 8, "forward", 4 warps;
+# `python -m blosa_kernels.compile_check --cubin-dir DIR`, then `python bench/sass_loads.py
+# --whole --so DIR/FILE.cubin --kernels pairs`, the D = 0 and D = 300 binaries of a case):
+# dense forward (Newton 1 / sum) 464 -> 376 instructions, 32 registers both, every load issued
+# before the first is read in both; dense recomputing backward 760 -> 712, 64 -> 56 registers
+# (9 programs of 4 warps an SM instead of 8); with a mask, forward 632 -> 520 and backward 968
+# -> 888. The special-function ops stay (the division's MUFU.RCP goes). False until an H200
+# measures it (bench/gpu_rates.py variant pairs-static-d): the dense bfloat16 r = 8 forward's
+# issue slots and its special-function unit are about equally loaded (464 instructions, 57
+# such ops of 8 cycles), so what fewer instructions gain there is for the GPU to say.
+PAIRS_STATIC_D = False
+
+
+def pairs_static_d(d: int) -> int:
+    """The per-pair kernels' D for a call with d features: d under PAIRS_STATIC_D, else 0."""
+    if not isinstance(PAIRS_STATIC_D, bool):
+        raise ValueError(f"configs.PAIRS_STATIC_D must be True or False, got {PAIRS_STATIC_D!r}")
+    # int(): under torch.compile with dynamic shapes this specializes on d.
+    return int(d) if PAIRS_STATIC_D else 0
+
+
 # Input dtypes whose kernels may trade accuracy for special-function ops (below).
 SIXTEEN_BIT = ("bfloat16", "float16")
 
@@ -249,8 +275,8 @@ PLAIN = {
     "bwd_dkv_sums": backward.bwd_dkv_sums_kernel,
 }
 CONFIGS = {
-    "fwd_pairs": (PAIRS_CONFIGS, _SMALL_KEY + ["RCP_STEPS"]),
-    "bwd_pairs": (PAIRS_CONFIGS, _SMALL_KEY + ["RCP_STEPS"]),
+    "fwd_pairs": (PAIRS_CONFIGS, _SMALL_KEY + ["RCP_STEPS", "D"]),
+    "bwd_pairs": (PAIRS_CONFIGS, _SMALL_KEY + ["RCP_STEPS", "D"]),
     "fwd_blocks": (BLOCK_CONFIGS, _SMALL_KEY),
     "fwd_rows": (ROWS_CONFIGS, _ROWS_KEY + ["POLY_EXP2"]),
     "bwd_blocks": (BLOCK_BWD_CONFIGS, _SMALL_KEY),

@@ -213,7 +213,8 @@ def _forward(dep, head, value, bias, mask, block_len, direction, scale, compute_
         _launch(
             "fwd_pairs", L, L.pairs_grid(), dep, head, value, bias_arg, mask_arg, out, lse_arg,
             L.n, L.d, L.r, L.nblk, L.elements, L.c, L.inv_c, L.c_log2e, R=L.R, DENSE=L.dense,
-            INDEX64=L.index64, RCP_STEPS=configs.pairs_reciprocal_steps(L.dtype_name), **flags,
+            INDEX64=L.index64, RCP_STEPS=configs.pairs_reciprocal_steps(L.dtype_name),
+            D=configs.pairs_static_d(L.d), **flags,
         )
     elif L.small:
         _launch(
@@ -275,7 +276,8 @@ def _backward_kernels(grad_out, dep, head, value, bias, mask, out, lse, block_le
         if L.pairs:
             _launch("bwd_pairs", L, L.pairs_grid(), *tensors, L.n, L.d, L.r, L.nblk, L.elements,
                     *scalars, DENSE=L.dense, INDEX64=L.index64,
-                    RCP_STEPS=configs.pairs_reciprocal_steps(L.dtype_name, backward=True), **flags)
+                    RCP_STEPS=configs.pairs_reciprocal_steps(L.dtype_name, backward=True),
+                    D=configs.pairs_static_d(L.d), **flags)
         else:
             _launch("bwd_blocks", L, L.blocks_grid(), *tensors, L.n, L.d, L.r, L.nblk, *scalars,
                     ROW_AXIS=configs.BLOCK_ROW_AXIS, **flags)

@@ -33,7 +33,12 @@ bias [d] (zeros when None), mask [B, n] uint8 (ones when None); n, d, r (the res
 length, <= R), nblk, total = B · nblk · d (the elements), scalars c, 1/c, c·log2(e); DIR 0
 forward / 1 backward / 2 diag / 3 all; INDEX64 where total comes within a program of 2^31
 (element indices in int64; configs.PAIRS_INDEX32_MAX); RCP_STEPS, Newton steps of each query's
-1 / sum in place of the division (0: the division; configs.pairs_reciprocal_steps).
+1 / sum in place of the division (0: the division; configs.pairs_reciprocal_steps); D, d itself
+where the kernels are compiled for the call's feature count (configs.PAIRS_STATIC_D), else 0 (d
+from the argument: one binary for every d). A thread reads and writes its element's rows at
+offsets u · d from its first: with d known while compiling, those offsets are constants of the
+load and store instructions, and the split of an element's index into block and feature a
+multiply, where a runtime d costs each row a 64-bit address of its own and the split a division.
 """
 import triton
 import triton.language as tl
@@ -131,16 +136,19 @@ def fwd_pairs_kernel(
     DIR: tl.constexpr,
     FIXED_PIVOT: tl.constexpr, FAST_TANH: tl.constexpr, WRITE_LSE: tl.constexpr,
     DENSE: tl.constexpr, INDEX64: tl.constexpr, RCP_STEPS: tl.constexpr,
-    R: tl.constexpr, BLOCK: tl.constexpr,
+    R: tl.constexpr, BLOCK: tl.constexpr, D: tl.constexpr,
 ):
+    if D > 0:
+        d = D  # compiled for this d (module docstring)
     c, inv_c, c_log2e = f32(c), f32(inv_c), f32(c_log2e)
     e, m_e, f, start, row0, base = program_elements(n, d, r, nblk, total, R, BLOCK, DENSE, INDEX64)
     b_bias = tl.load(bias + f, mask=m_e, other=0.0).to(tl.float32)
     # The order of the loads that lets ptxas issue all of them before any math (sm_90, bfloat16,
-    # r = 8): under DENSE, head's rows first (the keys first, it moved the last head row behind
-    # the first query's math: 4 loads read before it was issued); with the mask, the keys
+    # r = 8): under DENSE with a runtime d, head's rows first (the keys first, it moved the last
+    # head row behind the first query's math: 4 loads read before it was issued); under DENSE
+    # with a static d (D), the keys first (head's first: 16 read early); with the mask, the keys
     # first (6 loads read early, the mask bytes among them, against 11 with head's first).
-    if DENSE:
+    if DENSE and D == 0:
         heads = block_rows(head, n, d, r, m_e, start, base, R, DENSE)
         deps, vals, reals = block_keys(mask, dep, value, n, d, r, m_e, start, row0, base, inv_c,
                                        R, DENSE)
@@ -225,8 +233,10 @@ def bwd_pairs_kernel(
     SAVED_LSE: tl.constexpr,
     FIXED_PIVOT: tl.constexpr,
     DENSE: tl.constexpr, INDEX64: tl.constexpr, RCP_STEPS: tl.constexpr,
-    R: tl.constexpr, BLOCK: tl.constexpr,
+    R: tl.constexpr, BLOCK: tl.constexpr, D: tl.constexpr,
 ):
+    if D > 0:
+        d = D  # compiled for this d (module docstring)
     inv_c, c_log2e = f32(inv_c), f32(c_log2e)
     e, m_e, f, start, row0, base = program_elements(n, d, r, nblk, total, R, BLOCK, DENSE, INDEX64)
     b_bias = tl.load(bias + f, mask=m_e, other=0.0).to(tl.float32)

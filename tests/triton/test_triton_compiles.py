@@ -135,6 +135,47 @@ def test_dense_pair_kernels_drop_the_mask_and_row_tests(cubins, stage):
         assert sass_loads.reads_before_last_load(dense) == 0
 
 
+def case_binary(kernel: str, dtype: str, **constexprs) -> str:
+    """The name (no .cubin) of compile_check's binary of the first case of `kernel` in `dtype`
+    whose constexprs include `constexprs`, scalars float32: kernel-dtype-fp32[-N]."""
+    seen = 0
+    for fn, case_dtype, case in compile_check.cases():
+        if fn.__name__ != kernel or case_dtype != dtype:
+            continue
+        seen += 1
+        if constexprs.items() <= case.items():
+            return f"{kernel}-{dtype}-fp32" + (f"-{seen}" if seen > 1 else "")
+    raise AssertionError(f"compile_check has no {dtype} case of {kernel} with {constexprs}")
+
+
+@pytest.mark.parametrize("stage, steps", [("fwd", 2), ("bwd", 3)])
+def test_pair_kernels_compiled_for_one_d_take_row_offsets_as_constants(cubins, stage, steps):
+    # configs.PAIRS_STATIC_D: the benchmark's dense bfloat16 r = 8 training step (1 / sum by
+    # Newton steps) with d an argument (D = 0) and compiled for d = 300. A runtime d gives each
+    # row's access a 64-bit address of its own (an IMAD.WIDE each: 27 forward, 48 backward, and
+    # the forward a MOV each); d = 300 leaves one or two, each row an immediate offset off them,
+    # and the split of an element's index a multiply, not a division (its MUFU.RCP goes). Triton
+    # 3.8: forward 464 -> 376 instructions, backward 760 -> 712 and 64 -> 56 registers. The
+    # forward still issues every load before it reads one.
+    def kernel(D):
+        name = case_binary(f"{stage}_pairs_kernel", "bf16", DENSE=True, RCP_STEPS=steps,
+                           INDEX64=False, DIR=0, D=D)
+        return binary(cubins, name)
+
+    (runtime, runtime_registers), (static, static_registers) = kernel(0), kernel(300)
+    wide = [sass_loads.count_opcode(code, "IMAD.WIDE") for code in (runtime, static)]
+    assert wide[0] >= 20 and wide[1] <= 2, wide
+    assert len(static) <= 0.95 * len(runtime), (len(static), len(runtime))
+    assert sass_loads.count_opcode(static, "MUFU.RCP") == 0
+    assert static_registers <= runtime_registers, (static_registers, runtime_registers)
+    offsets = [re.search(r"\.64\+(0x[0-9a-f]+)\]", text) for _, text in static
+               if re.search(r"\b(LDG|STG)\b", text)]
+    # Each row u >= 1 of the element's block at u · 300 · 2 bytes from row 0's address.
+    assert {int(m.group(1), 16) for m in offsets if m} == {600 * u for u in range(1, 8)}
+    if stage == "fwd":
+        assert sass_loads.reads_before_last_load(static) == 0
+
+
 def config_registers_and_loop(cubins, kernel, dtype, config, **constexprs) -> tuple[int, int]:
     """(registers per thread, key-loop instructions) of compile_check's binary of autotune
     `config` of `kernel` (constexprs: those that differ in compile_check's process)."""
@@ -216,7 +257,9 @@ def test_capped_fused_backward_config_fits_fifteen_warps(cubins):
 def test_per_pair_report_lists_every_config(cubins):
     rows = sass_loads.per_pair_report(str(cubins)).splitlines()[2:]
     names = [row.split(" | ")[0].strip("| ") for row in rows]
-    assert len(names) == 16  # four autotune configs of each of the four kernels
+    # Four autotune configs of each of the four kernels, the per-pair ones' again for d = 300.
+    assert len(names) == 24
+    assert sum(name.endswith("-d300.cubin") for name in names) == 8
     assert {name.split("-")[0] for name in names} == {"fwd_blocks_kernel", "bwd_blocks_kernel",
                                                      "fwd_pairs_kernel", "bwd_pairs_kernel"}
 

@@ -64,6 +64,25 @@ def test_compiled_row_tile_polynomial_exp2(monkeypatch, dtype, block_len, direct
     check_half(dtype, 257, block_len, direction, seed=5)
 
 
+@pytest.mark.parametrize("mask_kind", ["none", "holes"])  # dense (the benchmark's), general
+def test_compiled_pair_kernels_for_one_d_at_the_benchmarks_d(monkeypatch, mask_kind):
+    # configs.PAIRS_STATIC_D compiled at d = 300, r = 8, bfloat16 (rows 600 bytes apart: the
+    # offsets compile_check's test reads in the machine code): the bits of the kernels that take
+    # d as an argument, and within twice the reference's error.
+    from blosa_kernels import configs
+
+    inputs = make_inputs(4, 384, 300, mask_kind, True, 17, torch.bfloat16, "cuda")
+    settings = (8, "forward", 5.0)
+    monkeypatch.setattr(configs, "PAIRS_STATIC_D", True)
+    got = run(masked_block_attn_triton, *inputs, *settings)
+    monkeypatch.setattr(configs, "PAIRS_STATIC_D", False)
+    runtime = run(masked_block_attn_triton, *inputs, *settings)
+    for name, a, b in zip(NAMES, got, runtime):
+        assert torch.equal(a, b), name
+    low = run(masked_block_attn_ref, *inputs, *settings)
+    assert_within_twice_reference(NAMES, got, low, reference64_cuda(*inputs, *settings))
+
+
 @pytest.mark.parametrize("direction", DIRECTIONS)
 @pytest.mark.parametrize("block_len", [100, 0])  # blocks of 100 (two query tiles of 64), one block
 def test_compiled_fused_backward_matches_reference(fused_backward, direction, block_len):

@@ -160,6 +160,37 @@ def test_pair_kernels_with_int64_indices(monkeypatch, mask_kind, n, block_len, d
     assert flags == [("fwd_pairs", True), ("bwd_pairs", True)]
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["fp32", "bf16"])
+@pytest.mark.parametrize("mask_kind, n, d, block_len, direction, scale", [
+    ("none", 16, 6, 8, "forward", 5.0),  # dense, the benchmark's kind of call
+    ("none", 24, 37, 4, "all", 100.0),  # dense, odd d, the running-max softmax
+    ("holes", 13, 9, 5, "diag", 5.0),  # a mask, a short last block
+    ("right_pad", 21, 33, 8, "backward", 5.0),  # d above a program's 32 elements
+    ("empty_row", 7, 5, 1, "forward", 5.0),  # block_len 1: no query has a key; a padded row
+])
+def test_pair_kernels_compiled_for_one_d(monkeypatch, dtype, mask_kind, n, d, block_len,
+                                         direction, scale):
+    # configs.PAIRS_STATIC_D: the per-pair kernels compiled for the call's d (D) match the
+    # reference and give the bits of the kernels that take d as an argument: only the integer
+    # index arithmetic differs between the two (compiled too: compile_check leaves ptxas no
+    # float product to fuse or not).
+    flags = record_launches(monkeypatch, "D")
+    seed = seed_of(mask_kind, n, d, block_len, direction, scale, str(dtype), "static d")
+    inputs = make_inputs(3, n, d, mask_kind, True, seed, dtype, DEVICE)
+    settings = (block_len, direction, scale)
+    monkeypatch.setattr(configs, "PAIRS_STATIC_D", True)
+    got = run(masked_block_attn_triton, *inputs, *settings)
+    assert flags == [("fwd_pairs", d), ("bwd_pairs", d)]
+    if dtype == torch.float32:
+        check(("static d", mask_kind, n, d, block_len, direction, scale), got,
+              reference64(*inputs, *settings), scale)
+    monkeypatch.setattr(configs, "PAIRS_STATIC_D", False)
+    runtime = run(masked_block_attn_triton, *inputs, *settings)
+    assert flags[2:] == [("fwd_pairs", 0), ("bwd_pairs", 0)]
+    for name, a, b in zip(("out", "d_dep", "d_head", "d_value", "d_bias"), got, runtime):
+        assert torch.equal(a, b), name
+
+
 @pytest.mark.parametrize("B, n, d, block_len", [(3, 40, 9, 8), (2, 21, 33, 4), (5, 7, 5, 3)])
 def test_pair_kernels_across_programs(launches, B, n, d, block_len):
     # Each program takes a run of (block, feature) elements of the flattened [B · nblk, d]

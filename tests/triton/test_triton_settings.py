@@ -84,6 +84,22 @@ def test_rows_poly_exp2(monkeypatch, setting, dtype, poly):
     assert configs.rows_poly_exp2(dtype) is poly
 
 
+@pytest.mark.parametrize("setting, d, D", [(False, 300, 0), (True, 300, 300), (True, 37, 37)])
+def test_pairs_static_d(monkeypatch, setting, d, D):
+    from blosa_kernels import configs
+
+    monkeypatch.setattr(configs, "PAIRS_STATIC_D", setting)
+    assert configs.pairs_static_d(d) == D
+
+
+def test_bad_pairs_static_d_setting_is_named(monkeypatch):
+    from blosa_kernels import configs
+
+    monkeypatch.setattr(configs, "PAIRS_STATIC_D", "yes")
+    with pytest.raises(ValueError, match="PAIRS_STATIC_D must be True or False, got 'yes'"):
+        configs.pairs_static_d(300)
+
+
 def test_bad_bias_sum_setting_is_named(monkeypatch):
     from blosa_kernels import configs, op
 
