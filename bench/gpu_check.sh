@@ -83,7 +83,7 @@ step "kernel rates"
 # the 3072 blocks in one wave of 384 thread blocks, each block's copy overlapping the math of
 # the one before); and Triton's per-pair kernels compiled for the call's d (pairs-static-d;
 # configs.PAIRS_STATIC_D), their rows' offsets constants of the loads and stores: the dense
-# bfloat16 r = 8 forward 464 -> 376 instructions and its backward 760 -> 712, for the r = 8
+# bfloat16 r = 8 forward 464 -> 376 instructions and its backward 736 -> 680, for the r = 8
 # forward 5% short of 1.3e12 and the training step 22% short of 0.5e12.
 # The others (CUDA general, loads-later, stream, split, stream+split, tile4,
 # vec2, persistent, persistent+vec2; Triton split, per-block, general, fast32) gave the same

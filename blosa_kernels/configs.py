@@ -49,8 +49,9 @@ if _PAIRS not in ("0", "1"):
 PAIRS_MAX = 8 if _PAIRS == "1" else 0
 # Calls with no mask whose blocks all have R tokens (r a power of two dividing n: the paper's
 # r = 8 benchmark) run the per-pair kernels compiled for that case (DENSE), with no mask bytes
-# to load and no test of a row's existence: at r = 8, bfloat16, 26% fewer instructions forward
-# and 18% backward on sm_90. False gives them the general per-pair kernels.
+# to load, no test of a row's existence and, in the backward, no select of a pair's
+# probability: at r = 8, bfloat16, 26% fewer instructions forward and 23% backward on sm_90
+# (648 -> 480, 952 -> 736). False gives them the general per-pair kernels.
 PAIRS_DENSE = True
 # The per-pair kernels compiled for the call's d (their D, a compile-time constant: one binary
 # per feature count, each autotuned on its first call) rather than for any d. Each (block,
@@ -61,12 +62,13 @@ PAIRS_DENSE = True
 # `python -m blosa_kernels.compile_check --cubin-dir DIR`, then `python bench/sass_loads.py
 # --whole --so DIR/FILE.cubin --kernels pairs`, the D = 0 and D = 300 binaries of a case):
 # dense forward (Newton 1 / sum) 464 -> 376 instructions, 32 registers both, every load issued
-# before the first is read in both; dense recomputing backward 760 -> 712, 64 -> 56 registers
+# before the first is read in both; dense recomputing backward 736 -> 680, 64 -> 56 registers
 # (9 programs of 4 warps an SM instead of 8); with a mask, forward 632 -> 520 and backward 968
 # -> 888. The special-function ops stay (the division's MUFU.RCP goes). False until an H200
 # measures it (bench/gpu_rates.py variant pairs-static-d): the dense bfloat16 r = 8 forward's
 # issue slots and its special-function unit are about equally loaded (464 instructions, 57
-# such ops of 8 cycles), so what fewer instructions gain there is for the GPU to say.
+# such ops of 8 cycles), so what fewer instructions gain there is for the GPU to say; the
+# backward issues more (736 for 57).
 PAIRS_STATIC_D = False
 
 
