@@ -57,10 +57,11 @@ PAIRS_DENSE = True
 # per feature count, each autotuned on its first call) rather than for any d. Each (block,
 # feature) element's R rows lie d apart: with d constant, every row's load and store takes its
 # offset as an immediate from one 64-bit address, where a runtime d gives each row an address
-# of its own (an IMAD.WIDE and a MOV), and splitting the element's index into block and feature
-# takes a multiply instead of a division. On sm_90 (bfloat16, r = 8, "forward", 4 warps;
-# `python -m blosa_kernels.compile_check --cubin-dir DIR`, then `python bench/sass_loads.py
-# --whole --so DIR/FILE.cubin --kernels pairs`, the D = 0 and D = 300 binaries of a case):
+# of its own (an IMAD.WIDE, in the forward a MOV too), and splitting the element's index into
+# block and feature takes a multiply instead of a division. On sm_90 (bfloat16, r = 8,
+# "forward", 4 warps; `python -m blosa_kernels.compile_check --cubin-dir DIR`, then `python
+# bench/sass_loads.py --whole --so DIR/FILE.cubin --kernels pairs`, the D = 0 and D = 300
+# binaries of a case):
 # dense forward (Newton 1 / sum) 464 -> 376 instructions, 32 registers both, every load issued
 # before the first is read in both; dense recomputing backward 736 -> 680, 64 -> 56 registers
 # (9 programs of 4 warps an SM instead of 8); with a mask, forward 632 -> 520 and backward 968
