@@ -191,6 +191,18 @@ def test_pair_kernels_compiled_for_one_d(monkeypatch, dtype, mask_kind, n, d, bl
         assert torch.equal(a, b), name
 
 
+@pytest.mark.parametrize("mask_kind", ["none", "holes"])
+def test_pair_kernels_compiled_for_one_d_with_int64_indices(monkeypatch, mask_kind):
+    # configs.PAIRS_STATIC_D with the int64 element indices (INDEX64, forced as in
+    # test_pair_kernels_with_int64_indices): a static d divides an int64 index too.
+    monkeypatch.setattr(configs, "PAIRS_INDEX32_MAX", 0)
+    monkeypatch.setattr(configs, "PAIRS_STATIC_D", True)
+    flags = record_launches(monkeypatch, "INDEX64")
+    compare(3, 24, 7, 8, "backward", mask_kind, bias=True, scale=5.0,
+            seed=seed_of(mask_kind, "static d, int64"))
+    assert flags == [("fwd_pairs", True), ("bwd_pairs", True)]
+
+
 @pytest.mark.parametrize("B, n, d, block_len", [(3, 40, 9, 8), (2, 21, 33, 4), (5, 7, 5, 3)])
 def test_pair_kernels_across_programs(launches, B, n, d, block_len):
     # Each program takes a run of (block, feature) elements of the flattened [B · nblk, d]
