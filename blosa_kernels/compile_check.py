@@ -98,11 +98,13 @@ def cases():
     yield pairs.bwd_pairs_kernel, "bf16", dict(bwd_pair, SAVED_LSE=False, FAST_TANH=True, DENSE=True,
                                                INDEX64=True)
     # Compiled for one d (configs.PAIRS_STATIC_D): the benchmark's bfloat16 training step at
-    # r = 8 (d = 300, the dense cases with Newton steps above, D = 0), then a mask and odd
-    # d in float32, float16 and short blocks.
+    # r = 8 (d = 300, the dense cases with Newton steps above, D = 0), the first two cases with
+    # a mask, then odd d in float32, float16 and short blocks.
     yield pairs.fwd_pairs_kernel, "bf16", dict(fwd_pair, **no_lse, FAST_TANH=True, DENSE=True, RCP_STEPS=2, D=300)
     yield pairs.bwd_pairs_kernel, "bf16", dict(bwd_pair, SAVED_LSE=False, FAST_TANH=True, DENSE=True, RCP_STEPS=3,
                                                D=300)
+    yield pairs.fwd_pairs_kernel, "bf16", dict(fwd_pair, **no_lse, FAST_TANH=True, D=300)
+    yield pairs.bwd_pairs_kernel, "bf16", dict(bwd_pair, SAVED_LSE=False, FAST_TANH=True, D=300)
     yield pairs.fwd_pairs_kernel, "fp32", dict(fwd_pair, **lse, DIR=2, FAST_TANH=False, D=37)
     yield pairs.bwd_pairs_kernel, "fp16", dict(bwd_pair, SAVED_LSE=False, FIXED_PIVOT=False, DIR=1, FAST_TANH=True,
                                                R=4, D=37)
@@ -141,6 +143,26 @@ def cases():
     # Triton specializes an int argument of 1 into a constant: one sequence, one block, one tile.
     yield backward.bwd_fused_kernel, "fp16", dict(flags, B=1, nblk=1, U=1, FAST_TANH=True, BM=64, BD=32)
     yield backward.bwd_dkv_sums_kernel, "bf16", dict(flags, B=1, U=1, QT=64, BN=32, BD=32)
+
+
+def named_cases():
+    """(kernel, pointer dtype, constexprs, name) for each of cases(): name is the stem of the
+    binaries --cubin-dir writes for it, kernel-dtype-{scalars}[-N], -N (2, 3, ...) for a
+    kernel's Nth case in one dtype, {scalars} to be filled with fp32 or fp64."""
+    seen: dict[tuple[str, str], int] = {}
+    for fn, dtype, constexprs in cases():
+        n = seen[fn.__name__, dtype] = seen.get((fn.__name__, dtype), 0) + 1
+        repeat = f"-{n}" if n > 1 else ""  # else a later case's binary would replace this one's
+        yield fn, dtype, constexprs, f"{fn.__name__}-{dtype}-{{scalars}}{repeat}"
+
+
+def case_binary(kernel: str, dtype: str, **constexprs) -> str:
+    """The name (no .cubin) of the float32-scalar binary of the first case of cases() of
+    `kernel` in `dtype` whose constexprs include `constexprs`."""
+    for fn, case_dtype, case, name in named_cases():
+        if fn.__name__ == kernel and case_dtype == dtype and constexprs.items() <= case.items():
+            return name.format(scalars="fp32")
+    raise LookupError(f"compile_check has no {dtype} case of {kernel} with {constexprs}")
 
 
 def config_cases():
@@ -293,18 +315,15 @@ def main(argv=None) -> int:
     from triton.compiler import ASTSource
 
     target = GPUTarget("cuda", args.arch, 32)
-    cases_seen: dict[tuple[str, str], int] = {}
     failed = 0
-    for fn, dtype, constexprs in cases():
-        n = cases_seen[fn.__name__, dtype] = cases_seen.get((fn.__name__, dtype), 0) + 1
-        repeat = f"-{n}" if n > 1 else ""  # else a later case's binary would replace this one's
+    for fn, dtype, constexprs, stem in named_cases():
         for float_scalars in ("fp32", "fp64"):
             t0 = time.time()
             signature = _signature(fn, dtype, constexprs, float_scalars)
             kernel = triton.compile(ASTSource(fn=fn, signature=signature, constexprs=constexprs), target=target)
             assert kernel.asm.get("cubin"), fn.__name__
             if args.cubin_dir:
-                name = f"{fn.__name__}-{dtype}-{float_scalars}{repeat}.cubin"
+                name = stem.format(scalars=float_scalars) + ".cubin"
                 with open(os.path.join(args.cubin_dir, name), "wb") as out:
                     out.write(kernel.asm["cubin"])
             sums = sums_left_to_the_compiler(kernel)

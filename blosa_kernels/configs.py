@@ -64,8 +64,8 @@ PAIRS_DENSE = True
 # binaries of a case):
 # dense forward (Newton 1 / sum) 464 -> 376 instructions, 32 registers both, every load issued
 # before the first is read in both; dense recomputing backward 736 -> 680, 64 -> 56 registers
-# (9 programs of 4 warps an SM instead of 8); with a mask, forward 632 -> 520 and backward 968
-# -> 888. The special-function ops stay (the division's MUFU.RCP goes). False until an H200
+# (9 programs of 4 warps an SM instead of 8); with a mask (1 / sum by division), forward 648
+# -> 560 and backward 952 -> 888. The special-function ops stay (the division's MUFU.RCP goes). False until an H200
 # measures it (bench/gpu_rates.py variant pairs-static-d): the dense bfloat16 r = 8 forward's
 # issue slots and its special-function unit are about equally loaded (464 instructions, 57
 # such ops of 8 cycles), so what fewer instructions gain there is for the GPU to say; the

@@ -147,8 +147,8 @@ constexpr int kStagedStages = sizeof(T) == 2 ? 2 : 1;
 // Runs the thread block's blocks [blockIdx.x · per, + per) (of the B · nblocks), thread k
 // owning feature k: steps 1-3 for each, body(s, in, real, tiles) computing one from its rows
 // `in` (every one real: dense) into `tiles` (its outputs in the first kOut tiles, which step 3
-// copies to `to`). With two
-// tile sets, block bb + 1's copy is started before block bb's math, into the other set.
+// copies to `to`). With two tile sets, block bb + 1's copy is started before block bb's math,
+// into the other set.
 // Barriers: one after a block's copy has landed, one once every thread has read its rows
 // (the tiles then take the outputs), one before the outputs are copied out.
 template <typename T, typename A, int kN, int kOut, int kStages, typename Body>

@@ -118,11 +118,12 @@ def sass_of(cubins, name: str) -> list:
 
 @pytest.mark.parametrize("stage", ["fwd", "bwd"])
 def test_dense_pair_kernels_drop_the_mask_and_row_tests(cubins, stage):
-    # compile_check's first two bfloat16 cases of each per-pair kernel: r = 8, "forward", with a
-    # mask, then DENSE (no mask, whole blocks: the benchmark's calls). Triton 3.8: 648 -> 480
+    # compile_check's bfloat16 cases of each per-pair kernel at r = 8, "forward", with a mask,
+    # then DENSE (no mask, whole blocks: the benchmark's calls). Triton 3.8: 648 -> 480
     # instructions forward, 952 -> 736 backward, and no mask byte loaded.
-    general, dense = (sass_of(cubins, f"{stage}_pairs_kernel-bf16-fp32{suffix}")
-                      for suffix in ("", "-2"))
+    general, dense = (sass_of(cubins, compile_check.case_binary(
+        f"{stage}_pairs_kernel", "bf16", DENSE=is_dense, RCP_STEPS=0, INDEX64=False, D=0))
+        for is_dense in (False, True))
     assert len(dense) <= 0.85 * len(general), (len(dense), len(general))
 
     def mask_bytes(code):
@@ -140,19 +141,6 @@ def test_dense_pair_kernels_drop_the_mask_and_row_tests(cubins, stage):
         assert selects <= 2 * 8, selects
 
 
-def case_binary(kernel: str, dtype: str, **constexprs) -> str:
-    """The name (no .cubin) of compile_check's binary of the first case of `kernel` in `dtype`
-    whose constexprs include `constexprs`, scalars float32: kernel-dtype-fp32[-N]."""
-    seen = 0
-    for fn, case_dtype, case in compile_check.cases():
-        if fn.__name__ != kernel or case_dtype != dtype:
-            continue
-        seen += 1
-        if constexprs.items() <= case.items():
-            return f"{kernel}-{dtype}-fp32" + (f"-{seen}" if seen > 1 else "")
-    raise AssertionError(f"compile_check has no {dtype} case of {kernel} with {constexprs}")
-
-
 @pytest.mark.parametrize("stage, steps", [("fwd", 2), ("bwd", 3)])
 def test_pair_kernels_compiled_for_one_d_take_row_offsets_as_constants(cubins, stage, steps):
     # configs.PAIRS_STATIC_D: the benchmark's dense bfloat16 r = 8 training step (1 / sum by
@@ -163,8 +151,8 @@ def test_pair_kernels_compiled_for_one_d_take_row_offsets_as_constants(cubins, s
     # 3.8: forward 464 -> 376 instructions, backward 736 -> 680 and 64 -> 56 registers. The
     # forward still issues every load before it reads one.
     def kernel(D):
-        name = case_binary(f"{stage}_pairs_kernel", "bf16", DENSE=True, RCP_STEPS=steps,
-                           INDEX64=False, DIR=0, D=D)
+        name = compile_check.case_binary(f"{stage}_pairs_kernel", "bf16", DENSE=True,
+                                         RCP_STEPS=steps, INDEX64=False, DIR=0, D=D)
         return binary(cubins, name)
 
     (runtime, runtime_registers), (static, static_registers) = kernel(0), kernel(300)

@@ -22,12 +22,12 @@ from triton_testing import (DEVICE, RTOL, float32_atol, make_inputs, record_laun
                             run, use_path)
 
 DIRECTIONS = ("forward", "backward", "diag", "all")
+NAMES = ("out", "d_dep", "d_head", "d_value", "d_bias")
 
 
 def check(case, got, want, scale=5.0):
-    names = ("out", "d_dep", "d_head", "d_value", "d_bias")
     atol = float32_atol(scale)
-    for name, g, w in zip(names, got, want):
+    for name, g, w in zip(NAMES, got, want):
         assert torch.isfinite(g).all(), f"{case}: {name} has NaN/Inf"
         torch.testing.assert_close(g.cpu().double(), w, atol=atol, rtol=RTOL, msg=lambda m: f"{case} {name}: {m}")
 
@@ -187,7 +187,7 @@ def test_pair_kernels_compiled_for_one_d(monkeypatch, dtype, mask_kind, n, d, bl
     monkeypatch.setattr(configs, "PAIRS_STATIC_D", False)
     runtime = run(masked_block_attn_triton, *inputs, *settings)
     assert flags[2:] == [("fwd_pairs", 0), ("bwd_pairs", 0)]
-    for name, a, b in zip(("out", "d_dep", "d_head", "d_value", "d_bias"), got, runtime):
+    for name, a, b in zip(NAMES, got, runtime):
         assert torch.equal(a, b), name
 
 
