@@ -117,25 +117,40 @@ done
 # L1 and L2 hit rates and how busy each memory unit is, for the r = 8 kernels, whose L2 was
 # 72-86% busy for 44-53% of DRAM's bandwidth on 2026-11-28 (a warp's 16-bit load or store of a
 # row, 64 bytes at a 600-byte row pitch, is mostly not aligned to 32-byte sectors;
-# bench/RESULTS.md).
+# bench/RESULTS.md). And why warps waited (the stall reasons, which WarpStateStats collects but
+# prints only as a chart: asked for as metrics, they print as numbers), which tells whether a
+# kernel waits on memory, on the special-function unit or on its own dependencies;
+# bench/ncu_stalls.py makes one line of each launch.
 NCU=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | tail -1)
 SECTIONS=(--section SpeedOfLight --section ComputeWorkloadAnalysis --section WarpStateStats
           --section Occupancy --section MemoryWorkloadAnalysis)
+STALLS=(--metrics 'regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio')
 if [ -n "$NCU" ]; then
   step "ncu ($NCU)"
-  timed ncu ${NCU_TIMEOUT:-60} "$NCU" --clock-control none --kernel-name regex:'_small|_tiled|_sums|_staged' \
-    --launch-count 15 "${SECTIONS[@]}" $PY bench/ncu_kernels.py > "$LOG/ncu.txt" 2>&1
-  echo "ncu exit $? (report in ncu.txt)"
+  cuda_ncu() {
+    timed ncu ${NCU_TIMEOUT:-60} "$NCU" --clock-control none --kernel-name regex:'_small|_tiled|_sums|_staged' \
+      --launch-count 15 "${SECTIONS[@]}" "${STALLS[@]}" $PY bench/ncu_kernels.py > "$LOG/ncu.txt" 2>&1
+  }
+  cuda_ncu
+  ncu_status=$?
+  # The stall metrics were first asked for on 2026-11-29, of an ncu not seen yet: if it refuses
+  # them, the sections alone, as before.
+  if (( ncu_status != 0 )) && grep -q "^==ERROR==.*[Mm]etric" "$LOG/ncu.txt"; then
+    grep "^==ERROR==" "$LOG/ncu.txt" | head -3
+    STALLS=()
+    cuda_ncu
+    ncu_status=$?
+  fi
+  echo "ncu exit $ncu_status (report in ncu.txt)"
   # Then the Triton kernels (fwd_pairs, bwd_pairs, fwd_rows, bwd_fused, bwd_dkv_sums), appended
   # to the same file (the device tool brings back eight): only those launched inside the NVTX
   # range blosa_ncu, after the autotuner's trial launches.
   echo "== Triton kernels" >> "$LOG/ncu.txt"
   timed "ncu (Triton)" ${NCU_TRITON_TIMEOUT:-45} "$NCU" --clock-control none --nvtx \
     --nvtx-include 'blosa_ncu/' --kernel-name regex:'fwd_|bwd_' --launch-count 6 \
-    "${SECTIONS[@]}" $PY bench/ncu_kernels.py --backend triton >> "$LOG/ncu.txt" 2>&1
+    "${SECTIONS[@]}" "${STALLS[@]}" $PY bench/ncu_kernels.py --backend triton >> "$LOG/ncu.txt" 2>&1
   echo "ncu (Triton) exit $?"
-  grep -E "forward_|backward_|_sums|fwd_|bwd_|Duration|Throughput|Achieved Occupancy|Issue Slots Busy|Registers Per" \
-    "$LOG/ncu.txt" | cut -c1-120 | head -100
+  $PY bench/ncu_stalls.py "$LOG/ncu.txt" --top 3 | cut -c1-160
 fi
 
 # The special-function ceiling (bench/sfu_peak.py: 3.6-3.7e12 tanh or exp2 a second, 86-88% of

@@ -20,6 +20,7 @@ sys.path.insert(0, BENCH)
 
 import bias_reduce  # noqa: E402
 import gpu_rates  # noqa: E402
+import ncu_stalls  # noqa: E402
 import sass_loads  # noqa: E402
 import small_variants  # noqa: E402
 
@@ -269,6 +270,87 @@ def test_constant_reloads_count_each_parameter():
             (64, "LDC R1, c[0x0][0x28]")]
     # LDC.64 and the uniform ULDC are not reloads into a thread's register.
     assert sass_loads.constant_reloads(code) == {"c[0x0][0x2b4]": 2, "c[0x0][0x28]": 1}
+
+
+# A report of gpu_check.sh's ncu step as it came back from an H200 (2026-11-28): the sections
+# without the stall metrics, which the check asks for since.
+NCU_REPORT = Path(BENCH) / "results" / "2026-11-28-h200-gpu-check-56308b3" / "ncu.txt"
+
+
+def test_ncu_report_gives_each_launch_its_own_figures():
+    launches = ncu_stalls.parse(NCU_REPORT.read_text())
+    # 15 CUDA launches (bench/ncu_kernels.py), then 6 Triton ones, in launch order.
+    assert len(launches) == 21
+    assert [launch.name for launch in launches[:3]] == ["forward_small", "backward_small_recompute",
+                                                        "column_sums"]
+    assert [launch.name for launch in launches[15:]] == ["fwd_pairs_kernel", "bwd_pairs_kernel", "fwd_rows_kernel",
+                                                         "bwd_fused_kernel", "bwd_dkv_sums_kernel",
+                                                         "fwd_rows_kernel"]
+    # The figures the report prints under bwd_fused_kernel's header, not its neighbours'
+    # (its Duration is in ms, the per-pair kernels' in us).
+    fused = launches[18]
+    assert (fused.grid, fused.block) == ("384, 75, 1", "32, 1, 1")
+    assert fused.duration_us() == pytest.approx(1930.0)
+    assert launches[15].duration_us() == pytest.approx(22.88)
+    assert fused.value("Issue Slots Busy") == pytest.approx(64.50)
+    assert fused.value("Achieved Active Warps Per SM") == pytest.approx(12.25)
+    assert fused.value("Elapsed Cycles") == 3_821_101
+    assert fused.metrics["Memory Throughput"] == ("%", pytest.approx(18.40))  # the first of two
+    assert all(not launch.stalls for launch in launches)
+    row = ncu_stalls.table(launches).splitlines()[2 + 18]
+    assert row == "| 19 | bwd_fused_kernel | 1930.0 | 64.5 | 12.2 of 16 | - |"
+
+
+def synthetic_ncu_report(gen):
+    """An ncu text report of two launches (a C++ kernel with template arguments, a Triton one)
+    with random stall figures in the command-line metrics section, and those figures."""
+    reasons = ["barrier", "long_scoreboard", "math_pipe_throttle", "not_selected", "short_scoreboard",
+               "wait"]
+    stalls = [{r: round(float(v), 2) for r, v in zip(reasons, torch.rand(len(reasons), generator=gen) * 9)}
+              for _ in range(2)]
+    durations = [round(float(v), 2) for v in torch.rand(2, generator=gen) * 900 + 1]
+    lines = ["==PROF== Connected to process 1 (/usr/bin/python3)"]
+    headers = ["  void blosa::cuda::backward_small<c10::BFloat16, float, 0>(Args<T1, T2>) (3600, 1, 1)x(256, 1, 1), "
+               "Context 1, Stream 7, Device 0, CC 9.0",
+               "  bwd_fused_kernel (384, 75, 1)x(32, 1, 1), Context 1, Stream 7, Device 0, CC 9.0"]
+    for header, duration, stall in zip(headers, durations, stalls):
+        lines += [header, "    Section: GPU Speed Of Light Throughput",
+                  "    ----------------------- ----------- ------------",
+                  "    Metric Name             Metric Unit Metric Value",
+                  f"    Duration                         us {duration:12.2f}",
+                  "    Elapsed Cycles                cycle    3,821,101",
+                  "    OPT   Est. Local Speedup: 75%", "",
+                  "    Section: Command line profiler metrics",
+                  "    Metric Name                                                      Metric Unit Metric Value"]
+        lines += [f"    smsp__average_warps_issue_stalled_{r}_per_issue_active.ratio {v:17.2f}"
+                  for r, v in stall.items()]
+        lines.append("")
+    return "\n".join(lines), durations, stalls
+
+
+@pytest.mark.parametrize("top", [1, 3])
+def test_ncu_stall_reasons_rank_largest_first(top):
+    text, durations, stalls = synthetic_ncu_report(generator_for("ncu stalls", top))
+    launches = ncu_stalls.parse(text)
+    assert [launch.name for launch in launches] == ["backward_small", "bwd_fused_kernel"]
+    rows = ncu_stalls.table(launches, top).splitlines()[2:]
+    for launch, row, duration, stall in zip(launches, rows, durations, stalls):
+        assert launch.stalls == stall
+        assert launch.duration_us() == pytest.approx(duration)
+        assert launch.value("Elapsed Cycles") == 3_821_101
+        expected = sorted(stall.items(), key=lambda kv: -kv[1])[:top]
+        assert launch.top_stalls(top) == expected  # two decimals each way: exact
+        assert row.endswith(" | " + ", ".join(f"{r} {v:.2f}" for r, v in expected) + " |")
+
+
+def test_ncu_stalls_says_when_a_report_has_no_launch(tmp_path, capsys):
+    empty = tmp_path / "ncu.txt"
+    empty.write_text("==ERROR== Failed to profile\n")
+    assert ncu_stalls.main([str(empty)]) == 1
+    assert "no profiled launches" in capsys.readouterr().out
+    with pytest.raises(SystemExit):
+        ncu_stalls.main([str(NCU_REPORT), "--top", "0"])
+    assert "--top must be at least 1, got 0" in capsys.readouterr().err
 
 
 def test_triton_picks_name_each_tuned_shape(monkeypatch):
