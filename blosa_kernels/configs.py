@@ -216,10 +216,20 @@ DQ_CONFIGS = [_cfg(w, BM=t, BD=bd) for w, t, bd in _SHAPES]
 # pairs, 139 registers) was never picked on the two runs that had it, so it went. Inside a
 # torch.compile graph Inductor tunes the list without the caps (its config_to_dict keeps kwargs,
 # num_warps and num_stages, torch 2.11 and 2.14), so there the capped shapes run uncapped.
+# Last, 16 rows x 16 features on one warp, for d that 32 or 64 do not divide: every lane computes
+# its tile's tanh and exp2 whether its feature is below d or not, so at d = 300 tiles of 32 or 64
+# features compute 320 (6.25% of the special-function work on features past d), tiles of 16
+# compute 304 (1.3%). 8 elements a thread, uncapped: 91 registers with triton 3.8, 90 with 3.6,
+# so 21 one-warp programs fit an SM (12 warps with the capped shapes); a key step of 89
+# instructions and 16 special-function ops (128 cycles of that unit: still its bound) against
+# the 16 x 64 shape's 137 and 32 for twice the elements (compile_check's binaries,
+# `python bench/sass_loads.py --blocks --kernels fwd_rows --so DIR/...-w1-BM16-BD16.cubin`).
+# Not yet measured (2026-11-29): the autotuner takes it where it is faster.
 ROWS_MAXNREG = 168
 ROWS_CONFIGS = DQ_CONFIGS + [_cfg(4, BM=64, BD=32, maxnreg=ROWS_MAXNREG),
                              _cfg(4, BM=32, BD=64, maxnreg=ROWS_MAXNREG),
-                             _cfg(2, BM=16, BD=64, maxnreg=ROWS_MAXNREG)]
+                             _cfg(2, BM=16, BD=64, maxnreg=ROWS_MAXNREG),
+                             _cfg(1, BM=16, BD=16)]
 DKV_CONFIGS = [_cfg(w, BN=t, BD=bd) for w, t, bd in _SHAPES]
 # The per-pair kernels (pairs.py) hold a block's rows and every state as [BLOCK] tiles of one
 # (block, feature) element a thread, BLOCK consecutive elements of the flattened [B · nblk, d]

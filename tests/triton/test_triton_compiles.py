@@ -180,8 +180,8 @@ def config_registers_and_loop(cubins, kernel, dtype, config, **constexprs) -> tu
 
 
 def test_capped_forward_configs_fit_twelve_warps(cubins):
-    # configs.ROWS_CONFIGS ends with three shapes of 16 elements a thread with registers capped
-    # (ROWS_MAXNREG): the first shape's (4 warps, 64 rows x 32 features), which takes 236
+    # configs.ROWS_CONFIGS has three shapes of 16 elements a thread with registers capped
+    # (ROWS_MAXNREG) after the first shape (4 warps, 64 rows x 32 features), which takes 236
     # registers with triton 3.6 and 200 with 3.8 in compile_check's first case of the kernel
     # (the benchmark's bfloat16 one-block training forward: 8 warps per SM), then 4 warps of
     # 32 x 64 and 2 warps of 16 x 64, the same code a thread. Capped, 12 warps fit in the SM's
@@ -202,6 +202,25 @@ def test_capped_forward_configs_fit_twelve_warps(cubins):
         assert 12 % config.num_warps == 0
         registers, loop = config_registers_and_loop(cubins, "fwd_rows_kernel", "bf16", config)
         assert registers <= cap and loop <= plain_loop + 8, (config, registers, loop, plain_loop)
+
+
+def test_forward_shape_of_sixteen_features_fits_twenty_warps(cubins):
+    # configs.ROWS_CONFIGS's last shape, 16 rows x 16 features on one warp: at the benchmark's
+    # d = 300 its feature tiles compute 304 features where every other shape's compute 320 (a
+    # lane past d still computes its tanh and exp2), with 8 elements a thread (8 tanh a key step)
+    # and, uncapped, few enough registers for 20 one-warp programs an SM.
+    from blosa_kernels import configs
+
+    last = configs.ROWS_CONFIGS[-1]
+    assert (last.num_warps, last.kwargs["BM"], last.kwargs["BD"], last.maxnreg) == (1, 16, 16, None)
+    computed = {c.kwargs["BD"]: -(-300 // c.kwargs["BD"]) * c.kwargs["BD"] for c in configs.ROWS_CONFIGS}
+    assert computed.pop(16) == 304 and min(computed.values()) == 320, computed
+    name = compile_check.config_cubin_name("fwd_rows_kernel", "bf16", last.num_warps, last.kwargs, None)
+    code, registers = binary(cubins, name.removesuffix(".cubin"))
+    assert 20 * 32 * registers <= 65536, registers
+    loop, = sass_loads.loops(code)
+    body = code[loop.start:loop.end + 1]
+    assert sass_loads.count_opcode(body, "MUFU.TANH") == last.kwargs["BM"] * last.kwargs["BD"] // 32
 
 
 def test_polynomial_exp2_takes_half_the_row_loops_exp2(cubins):

@@ -256,6 +256,23 @@ def test_wide_features_and_multiple_feature_tiles(request, path):
     compare(3, 40, 70, 4, "diag", "holes", True, 5.0, seed=3)
 
 
+@pytest.mark.parametrize("index", range(len(configs.ROWS_CONFIGS)))
+def test_every_row_tile_forward_shape(monkeypatch, index):
+    # Each autotune shape (BM rows x BD features) of the row-tile forward on its own: the
+    # autotuner times them, it does not check them. d = 37 leaves the last feature tile partly
+    # past d in every shape (16 features: 5 of 16), and one block of 40 spans query tiles of 16
+    # and a partial one of 32 or 64; the gradients through the fused backward. Interpreter: the
+    # shape's tile (its warps and register cap are the compiler's); GPU: the config compiled.
+    config = configs.ROWS_CONFIGS[index]
+    monkeypatch.setattr(configs, "SMALL_BLOCK_MAX", 0)
+    monkeypatch.setitem(configs.CONFIGS, "fwd_rows", ([config], configs.CONFIGS["fwd_rows"][1]))
+    plain_meta = configs.interpreter_meta
+    monkeypatch.setattr(configs, "interpreter_meta", lambda kind, d, R=1: (
+        dict(config.kwargs) if kind == "fwd_rows" else plain_meta(kind, d, R)))
+    seed = seed_of("row tile shape", index)
+    compare(2, 40, 37, 0, "forward", "right_pad", True, 5.0, seed=seed)
+
+
 def test_non_contiguous_inputs():
     gen = torch.Generator().manual_seed(5)
     big = torch.randn(2, 11, 2, 8, generator=gen).to(DEVICE)
