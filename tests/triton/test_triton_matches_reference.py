@@ -260,9 +260,10 @@ def test_wide_features_and_multiple_feature_tiles(request, path):
 def test_every_row_tile_forward_shape(monkeypatch, index):
     # Each autotune shape (BM rows x BD features) of the row-tile forward on its own: the
     # autotuner times them, it does not check them. d = 37 leaves the last feature tile partly
-    # past d in every shape (16 features: 5 of 16), and one block of 40 spans query tiles of 16
-    # and a partial one of 32 or 64; the gradients through the fused backward. Interpreter: the
-    # shape's tile (its warps and register cap are the compiler's); GPU: the config compiled.
+    # past d in every shape (of 16 features: 5 below d), and one block of 40 ends in a partial
+    # query tile in every shape (of 16, 32 or 64 rows); the gradients through the fused
+    # backward. Interpreter: the shape's tile (its warps and register cap are the compiler's);
+    # GPU: the config compiled.
     config = configs.ROWS_CONFIGS[index]
     monkeypatch.setattr(configs, "SMALL_BLOCK_MAX", 0)
     monkeypatch.setitem(configs.CONFIGS, "fwd_rows", ([config], configs.CONFIGS["fwd_rows"][1]))
