@@ -353,6 +353,54 @@ def test_ncu_stalls_says_when_a_report_has_no_launch(tmp_path, capsys):
     assert "--top must be at least 1, got 0" in capsys.readouterr().err
 
 
+FAKE_NCU = """#!/usr/bin/env bash
+# Stands in for ncu: logs its arguments; refuses --metrics when REFUSE=1, as an ncu without
+# those metrics would; else prints a one-launch report (a stall figure when asked for one).
+echo "$*" >> "$NCU_CALLS"
+if [[ "$*" == *--metrics* && "$REFUSE" == 1 ]]; then
+  echo "==ERROR== Failed to find metric regex:smsp__average_warps_issue_stalled_.*"; exit 1
+fi
+echo "  some_kernel (1, 1, 1)x(32, 1, 1), Context 1, Stream 7, Device 0, CC 9.0"
+echo "    Duration                         us        22.88"
+if [[ "$*" == *--metrics* ]]; then
+  echo "    smsp__average_warps_issue_stalled_wait_per_issue_active.ratio        1.25"
+fi
+"""
+
+
+@pytest.mark.parametrize("refuse", [False, True])
+def test_gpu_check_ncu_step_asks_for_stalls_and_does_without_them(tmp_path, refuse):
+    # gpu_check.sh's Nsight Compute step (from `NCU=` to its `fi`), run with a stand-in ncu:
+    # both profiles ask for the stall metrics and its table shows them; where ncu refuses
+    # them, the CUDA profile runs again without, and so does the Triton one.
+    script = (Path(BENCH) / "gpu_check.sh").read_text().splitlines()
+    start = next(i for i, line in enumerate(script) if line.startswith("NCU="))
+    end = next(i for i in range(start, len(script)) if script[i] == "fi")
+    (tmp_path / "bin").mkdir()
+    ncu = tmp_path / "bin" / "ncu"
+    ncu.write_text(FAKE_NCU)
+    ncu.chmod(0o755)
+    harness = "\n".join([
+        "set -uo pipefail", f"PY={sys.executable}", f"LOG={tmp_path}", "BUDGET=570",
+        'step() { echo "== $1"; }', 'timed() { shift 2; "$@"; }', *script[start:end + 1]])
+    env = dict(os.environ, PATH=f"{tmp_path / 'bin'}:{os.environ['PATH']}", REFUSE=str(int(refuse)),
+               NCU_CALLS=str(tmp_path / "calls.txt"))
+    proc = subprocess.run(["bash", "-c", harness], cwd=Path(BENCH).parent, env=env, capture_output=True,
+                          text=True, timeout=60)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    calls = (tmp_path / "calls.txt").read_text().splitlines()
+    asked = ["--metrics regex:smsp__average_warps_issue_stalled_" in call for call in calls]
+    kernels = ["--backend triton" in call for call in calls]
+    rows = [line for line in proc.stdout.splitlines() if line.startswith("| 1 |")]
+    if refuse:
+        assert asked == [True, False, False] and kernels == [False, False, True]
+        assert "==ERROR== Failed to find metric" in proc.stdout
+        assert rows == ["| 1 | some_kernel | 22.9 | - | - | - |"]
+    else:
+        assert asked == [True, True] and kernels == [False, True]
+        assert rows == ["| 1 | some_kernel | 22.9 | - | - | wait 1.25 |"]
+
+
 def test_triton_picks_name_each_tuned_shape(monkeypatch):
     import triton
 
