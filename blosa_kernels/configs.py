@@ -65,11 +65,11 @@ PAIRS_DENSE = True
 # dense forward (Newton 1 / sum) 464 -> 376 instructions, 32 registers both, every load issued
 # before the first is read in both; dense recomputing backward 736 -> 680, 64 -> 56 registers
 # (9 programs of 4 warps an SM instead of 8); with a mask (1 / sum by division), forward 648
-# -> 560 and backward 952 -> 888. The special-function ops stay (the division's MUFU.RCP goes). False until an H200
-# measures it (bench/gpu_rates.py variant pairs-static-d): the dense bfloat16 r = 8 forward's
-# issue slots and its special-function unit are about equally loaded (464 instructions, 57
-# such ops of 8 cycles), so what fewer instructions gain there is for the GPU to say; the
-# backward issues more (736 for 57).
+# -> 560 and backward 952 -> 888. The special-function ops stay (the division's MUFU.RCP
+# goes). False until an H200 measures it (bench/gpu_rates.py variant pairs-static-d): the
+# dense bfloat16 r = 8 forward's issue slots and its special-function unit are about equally
+# loaded (464 instructions, 57 such ops of 8 cycles), so what fewer instructions gain there is
+# for the GPU to say; the backward issues more (736 for 57).
 PAIRS_STATIC_D = False
 
 
@@ -219,8 +219,8 @@ DQ_CONFIGS = [_cfg(w, BM=t, BD=bd) for w, t, bd in _SHAPES]
 # Last, 16 rows x 16 features on one warp, for d that 32 or 64 do not divide: every lane computes
 # its tile's tanh and exp2 whether its feature is below d or not, so at d = 300 tiles of 32 or 64
 # features compute 320 (6.25% of the special-function work on features past d), tiles of 16
-# compute 304 (1.3%). 8 elements a thread, uncapped: 91 registers with triton 3.8, 90 with 3.6,
-# so 21 one-warp programs fit an SM (12 warps with the capped shapes); a key step of 89
+# compute 304 (1.3%). 8 elements a thread, uncapped: 91 registers with triton 3.8, 90 with 3.6
+# (compile_check prints them), so 21 one-warp programs fit an SM (12 warps with the capped shapes); a key step of 89
 # instructions and 16 special-function ops (128 cycles of that unit: still its bound) against
 # the 16 x 64 shape's 137 and 32 for twice the elements (compile_check's binaries,
 # `python bench/sass_loads.py --blocks --kernels fwd_rows --so DIR/...-w1-BM16-BD16.cubin`).
