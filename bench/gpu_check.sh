@@ -67,34 +67,39 @@ export PYTHONPATH="$PWD/python:$PWD${PYTHONPATH:+:$PYTHONPATH}"
 echo "built in $((SECONDS - start)) s"
 
 step "kernel rates"
-# Two variants, the defaults before 2026-11-28's third run, to confirm what it measured once:
-# CUDA's dense 16-bit forward dividing by the special-function unit's reciprocal (rcp-mufu;
-# BLOSA_CUDA_SMALL_RCP), and Triton's d_bias by ATen's sum with the per-pair kernels dividing
-# (bias-sum+rcp-div; configs.BIAS_SUM, configs.PAIRS_RECIPROCAL); and three not yet measured:
-# CUDA's d_bias column sums in one launch of tall thread blocks instead of two (sums-one;
-# BLOSA_CUDA_COLUMN_SUMS), 0.005 ms of the bfloat16 r = 8 training step's 0.058, and Triton's
-# row-tile forward taking every other key's 16-bit exp2 from a polynomial on the FMA pipe
-# (rows-poly; configs.ROWS_EXP2), for its one-block bfloat16 forward, 0.5-1% short of 1.3e12
-# elements/s with the special-function unit its bound; and CUDA's dense r = 8 kernels staged
-# through shared memory, each block's rows moved as 16-byte vectors (small-staged;
-# BLOSA_CUDA_SMALL_STAGED), for the r = 8 training step, whose backward kept L2 86% busy for
-# DRAM's 53% (its forward+backward rows against the default's give the whole change, its
-# forward rows the forward's), one block a thread block and eight in turn (staged-blocks8:
-# the 3072 blocks in one wave of 384 thread blocks, each block's copy overlapping the math of
-# the one before); and Triton's per-pair kernels compiled for the call's d (pairs-static-d;
-# configs.PAIRS_STATIC_D), their rows' offsets constants of the loads and stores: the dense
-# bfloat16 r = 8 forward 464 -> 376 instructions and its backward 736 -> 680, for the r = 8
-# forward 5% short of 1.3e12 and the training step 22% short of 0.5e12.
+# Variants not yet measured, most promising first (a step cut short keeps the jobs it
+# measured): CUDA's dense r = 8 kernels staged through shared memory, each block's rows moved as
+# 16-byte vectors (small-staged; BLOSA_CUDA_SMALL_STAGED), for the r = 8 training step, whose
+# backward kept L2 86% busy for DRAM's 53% (its forward+backward rows against the default's
+# give the whole change, its forward rows the forward's), one block a thread block and eight in
+# turn (staged-blocks8: the 3072 blocks in one wave of 384 thread blocks, each block's copy
+# overlapping the math of the one before); CUDA's d_bias column sums in one launch of tall
+# thread blocks instead of two (sums-one; BLOSA_CUDA_COLUMN_SUMS), 0.005 ms of the bfloat16
+# r = 8 training step's 0.058. Triton's fused backward with its trimmed key loop
+# (fused-trimmed; configs.FUSED_STEP), for the one-block training step 12% short of 0.5e12
+# elements/s, whose fused backward (1.93 of its 3.19 ms, issue slots 64.5% busy) it takes from
+# 197 to 163 instructions a key (triton 3.6, the autotuner's pick, no mask); Triton's per-pair
+# kernels compiled for the call's d (pairs-static-d; configs.PAIRS_STATIC_D), their rows' offsets
+# constants: the dense bfloat16 r = 8 forward 464 -> 376 instructions and its backward 736 ->
+# 680, for the r = 8 forward 5% short of 1.3e12 and the training step 22% short of 0.5e12;
+# Triton's row-tile forward taking every other key's 16-bit exp2 from a polynomial on the FMA
+# pipe (rows-poly; configs.ROWS_EXP2), for its one-block bfloat16 forward, 0.5-1% short of
+# 1.3e12 with the special-function unit its bound. Last, to confirm what the third run of
+# 2026-11-28 measured once, the defaults before it: CUDA's dense 16-bit forward dividing by the
+# special-function unit's reciprocal (rcp-mufu; BLOSA_CUDA_SMALL_RCP), Triton's d_bias by
+# ATen's sum with the per-pair kernels dividing (bias-sum+rcp-div; configs.BIAS_SUM,
+# configs.PAIRS_RECIPROCAL).
 # The others (CUDA general, loads-later, stream, split, stream+split, tile4,
 # vec2, persistent, persistent+vec2; Triton split, per-block, general, fast32) gave the same
 # verdict on two or three H200 runs
 # (bench/RESULTS.md) and take `--cuda-variants` / `--triton-variants` by hand: their time goes
 # to the tests. Up to 200 s: 116 s on 2026-11-28 with three variants; pairs-static-d first
 # compiles the per-pair kernels' four autotune shapes for d = 300 (two dtypes, forward and
-# backward), and rows-poly, last of the jobs, the row-tile forward's seven for two new keys.
+# backward), fused-trimmed the fused backward's five, rows-poly the row-tile forward's eight
+# for two new keys.
 timed rates ${RATES_TIMEOUT:-200} $PY bench/gpu_rates.py --out "$LOG/rates.json" \
-  --cuda-variants rcp-mufu,sums-one,small-staged,small-staged+staged-blocks8 \
-  --triton-variants bias-sum+rcp-div,pairs-static-d,rows-poly > "$LOG/rates.md" 2>&1
+  --cuda-variants small-staged,small-staged+staged-blocks8,sums-one,rcp-mufu \
+  --triton-variants fused-trimmed,pairs-static-d,rows-poly,bias-sum+rcp-div > "$LOG/rates.md" 2>&1
 rates_status=$?
 
 step "host overhead"
@@ -142,12 +147,13 @@ if [ -n "$NCU" ]; then
     ncu_status=$?
   fi
   echo "ncu exit $ncu_status (report in ncu.txt)"
-  # Then the Triton kernels (fwd_pairs, bwd_pairs, fwd_rows, bwd_fused, bwd_dkv_sums), appended
+  # Then the Triton kernels (fwd_pairs, bwd_pairs, fwd_rows, bwd_fused, bwd_dkv_sums, fwd_rows
+  # in float32, and the one-block step with the trimmed fused backward), appended
   # to the same file (the device tool brings back eight): only those launched inside the NVTX
   # range blosa_ncu, after the autotuner's trial launches.
   echo "== Triton kernels" >> "$LOG/ncu.txt"
-  timed "ncu (Triton)" ${NCU_TRITON_TIMEOUT:-45} "$NCU" --clock-control none --nvtx \
-    --nvtx-include 'blosa_ncu/' --kernel-name regex:'fwd_|bwd_' --launch-count 6 \
+  timed "ncu (Triton)" ${NCU_TRITON_TIMEOUT:-60} "$NCU" --clock-control none --nvtx \
+    --nvtx-include 'blosa_ncu/' --kernel-name regex:'fwd_|bwd_' --launch-count 9 \
     "${SECTIONS[@]}" "${STALLS[@]}" $PY bench/ncu_kernels.py --backend triton >> "$LOG/ncu.txt" 2>&1
   echo "ncu (Triton) exit $?"
   $PY bench/ncu_stalls.py "$LOG/ncu.txt" --top 3 | cut -c1-160

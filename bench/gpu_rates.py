@@ -307,6 +307,7 @@ TRITON_VARIANT_PARTS = {
     "rcp-div": {"PAIRS_RECIPROCAL": "div"},  # per-pair 1 / sum by a division
     "rows-poly": {"ROWS_EXP2": "half-poly"},  # row-tile forward: every other key's exp2 on FMAs
     "pairs-static-d": {"PAIRS_STATIC_D": True},  # per-pair kernels compiled for the call's d
+    "fused-trimmed": {"FUSED_STEP": "trimmed"},  # the fused backward's trimmed key loop
 }
 
 
@@ -320,7 +321,8 @@ def triton_variant_settings(variant: str) -> dict:
     kernels' 16-bit 1 / sum from Newton steps on the FMA pipe, the default, or a division),
     "rows-poly" (the row-tile forward's 16-bit exp2 of every other key from a polynomial on the
     FMA pipe), "pairs-static-d" (the per-pair kernels compiled for the call's d, their rows'
-    offsets constants), e.g. "split+fast32"."""
+    offsets constants), "fused-trimmed" (the fused backward's key loop with fewer instructions
+    a key, configs.FUSED_STEP), e.g. "split+fast32"."""
     settings = {}
     for part in variant.split("+"):
         if part not in TRITON_VARIANT_PARTS:

@@ -3,7 +3,7 @@
     ncu --clock-control none --kernel-name regex:'_small|_tiled|_sums|_staged' --launch-count 15 \
         python bench/ncu_kernels.py
     ncu --clock-control none --nvtx --nvtx-include 'blosa_ncu/' --kernel-name regex:'fwd_|bwd_' \
-        --launch-count 6 python bench/ncu_kernels.py --backend triton
+        --launch-count 9 python bench/ncu_kernels.py --backend triton
 
 B=64, n=384, d=300, direction "forward". Blocks of 8, bfloat16, as a training step runs them
 (the forward saves no lse, the backward recomputes it): forward_small and
@@ -20,8 +20,10 @@ without a bias.
 
 --backend triton: the Triton kernels at the same sizes, bfloat16 unless said: blocks of 8 as a
 training step runs them (fwd_pairs_kernel and bwd_pairs_kernel, dense), one block
-(fwd_rows_kernel writing lse, bwd_fused_kernel, bwd_dkv_sums_kernel), and one block's forward in
-float32 (fwd_rows_kernel with the exact tanh: three special-function ops an element). Each call
+(fwd_rows_kernel writing lse, bwd_fused_kernel, bwd_dkv_sums_kernel), one block's forward in
+float32 (fwd_rows_kernel with the exact tanh: three special-function ops an element), then the
+one-block step again with the fused backward's trimmed key loop (configs.FUSED_STEP =
+"trimmed", off by default): fwd_rows_kernel, bwd_fused_kernel, bwd_dkv_sums_kernel. Each call
 runs once first, outside the NVTX range "blosa_ncu", so that the autotuner's trial launches (and
 compiles) happen there; ncu's --nvtx-include 'blosa_ncu/' then profiles only the picked configs.
 
@@ -63,6 +65,15 @@ def triton_calls(dep, head, value, grad_out, bias):
         out, lse = masked_block_attn_triton_fwd(d, h, v, b, None, *settings, compute_lse)
         masked_block_attn_triton_bwd(g, d, h, v, b, None, out, lse, *settings)
 
+    def trimmed_training_step(tensors, settings):
+        from blosa_kernels import configs
+
+        step, configs.FUSED_STEP = configs.FUSED_STEP, "trimmed"
+        try:
+            training_step(tensors, settings, True)
+        finally:
+            configs.FUSED_STEP = step
+
     return [
         # fwd_pairs_kernel, bwd_pairs_kernel (dense: no mask, whole blocks)
         lambda: training_step(small, r8, False),
@@ -70,6 +81,8 @@ def triton_calls(dep, head, value, grad_out, bias):
         lambda: training_step(small, one, True),
         # fwd_rows_kernel in float32
         lambda: masked_block_attn_triton_fwd(dep, head, value, None, None, *one, False),
+        # fwd_rows_kernel, bwd_fused_kernel (trimmed), bwd_dkv_sums_kernel
+        lambda: trimmed_training_step(small, one),
     ]
 
 

@@ -306,6 +306,23 @@ def saved_probs(t, nlse2, c_log2e, s, inner_lo, inner_hi, m0, last, lo_j, hi_j, 
 
 
 @triton.jit
+def block_tile_probs(t, nlse2, c_log2e, s, inner_lo, inner_hi, m0, last, BM: tl.constexpr,
+                     DIR: tl.constexpr):
+    """saved_probs of a row tile inside one block (block_row_tile). Its rows without keys have
+    nlse2 = -inf (lse = +inf: padding rows too, and rows past the end, as query_tile loads
+    them), so p = 0 there and every other row pairs with streamed row s exactly where the
+    direction allows: s - m0 against the row's place in the tile, computed in the arrangement
+    of t (saved_probs' [BM] mask goes from its own arrangement to t's through shared memory
+    and a barrier, for each such s)."""
+    if spans_tile(s, inner_lo, inner_hi, m0, last, DIR):
+        p = tl.exp2(tl.fma(t, c_log2e, nlse2))
+    else:
+        allow = dir_allows(s - m0, tl.arange(0, BM)[:, None], DIR)
+        p = tl.where(allow, tl.exp2(tl.fma(t, c_log2e, nlse2)), 0.0)
+    return p
+
+
+@triton.jit
 def scaled_queries(head, bias, p_j, m_jk, o_k, m_k, inv_c):
     """(head + bias) / c of a tile's queries [BM, BD] (offsets p_j), in float32."""
     b_q = tl.load(head + p_j, mask=m_jk, other=0.0).to(tl.float32)
@@ -359,10 +376,30 @@ def load_key(m_ptr, dep_ptr, val_ptr, m_k):
 
 
 @triton.jit
+def stream_row_in_block(i, start, hi):
+    """stream_row within a block that starts at row `start`, as an offset from it: i clamped to
+    [start, hi - 1] (to start when the range is empty), less start."""
+    return tl.maximum(tl.minimum(i, hi - 1), start) - start
+
+
+@triton.jit
 def key_row(mask, dep, value, row, d, o_k, m_k):
     """Key `row` (b·n + position) as loaded: whether it is real, its dep and value [BD]."""
     p = row.to(tl.int64) * d + o_k
     real = tl.load(mask + row) != 0
+    return real, tl.load(dep + p, mask=m_k, other=0.0), tl.load(value + p, mask=m_k, other=0.0)
+
+
+@triton.jit
+def key_row_in_block(mask, dep, value, row, d, o_k, m_k, KEY_MASK: tl.constexpr):
+    """key_row with mask, dep and value pointing at a block's first row and `row` an offset from
+    it (stream_row_in_block), taken by a 32-bit product: row·d + o_k stays under r·d + d.
+    Without KEY_MASK (a call with no padding mask) every key is real: no mask byte is read."""
+    p = row * d + o_k
+    if KEY_MASK:
+        real = tl.load(mask + row) != 0
+    else:
+        real = True
     return real, tl.load(dep + p, mask=m_k, other=0.0), tl.load(value + p, mask=m_k, other=0.0)
 
 

@@ -15,17 +15,20 @@ no atomics, bitwise-deterministic results.
   every (query, key, feature) element is computed once. Its forward saves no lse
   (SAVED_LSE=False; op.py): holding all of a block's keys, it recomputes each query's softmax
   (recomputed_probs) with no tanh or exp more and reads no lse.
-- Large blocks, split (the default): `bwd_dq_kernel` owns BM queries (loops over keys, writes
+- Large blocks, split (full DiSA, blocks over configs.FUSED_MAX_BLOCK, and all of them under
+  `configs.BACKWARD = "split"`): `bwd_dq_kernel` owns BM queries (loops over keys, writes
   d_head) and `bwd_dkv_kernel` owns BN keys (loops over the queries that attend them, writes
   d_dep and d_value), so every element's tanh and exp are computed twice.
-- Large blocks up to configs.FUSED_MAX_BLOCK, fused (`configs.BACKWARD = "fused"`):
-  `bwd_fused_kernel` computes each element once. It owns BM queries of one block, as
+- Large blocks up to configs.FUSED_MAX_BLOCK, fused (`configs.BACKWARD = "fused"`, the
+  default): `bwd_fused_kernel` computes each element once. It owns BM queries of one block, as
   `bwd_dq_kernel`, and for each key it streams also sums the tile's d_dep and d_value terms over
   its queries (a reduction across the tile's rows) into a float32 scratch `sums`
   [2, U, B, n, d], U = cdiv(r, BM) query tiles per block. `bwd_dkv_sums_kernel` then adds each
   key's U parts in tile order (deterministic). Scratch: 2·U·B·n·d floats (12 at one block of
   384 in tiles of 64), so the fused path stops at blocks of FUSED_MAX_BLOCK; full DiSA keeps
-  the split kernels and O(B·n·d) memory.
+  the split kernels and O(B·n·d) memory. Its key loop is `fused_keys`, or with
+  configs.FUSED_STEP = "trimmed" `fused_keys_trimmed` (fewer instructions a key; same results
+  within float32 rounding).
 
 Arguments: pointers to contiguous [B, n, d] tensors (lse float32; d_head float32 but for the
 per-block kernel, which writes the input dtype), bias [d] (zeros
@@ -35,10 +38,11 @@ c, 1/c and c·log2(e); DIR 0 forward / 1 backward / 2 diag / 3 all; FAST_TANH: t
 import triton
 import triton.language as tl
 
-from blosa_kernels._math import (LOG2E, block_row_tile, block_rows, dir_allows, f32,
-                                 features_fastest, key_row, query_row, query_tile, row_tile,
-                                 saved_probs, spread_block_rows, spread_blocks, spread_offsets,
-                                 rounded_product, stream_row, tanh_arg, tanh_f32)
+from blosa_kernels._math import (LOG2E, block_row_tile, block_rows, block_tile_probs, dir_allows,
+                                 f32, features_fastest, key_row, key_row_in_block, query_row,
+                                 query_tile, rounded_product, row_tile, saved_probs,
+                                 spread_block_rows, spread_blocks, spread_offsets, stream_row,
+                                 stream_row_in_block, tanh_arg, tanh_f32)
 
 
 @triton.jit
@@ -293,11 +297,13 @@ def bwd_fused_kernel(
     B, n, d, r, nblk, U, n_bucket, r_bucket, inv_c, c_log2e,
     DIR: tl.constexpr,
     FAST_TANH: tl.constexpr,
+    TRIMMED: tl.constexpr, KEY_MASK: tl.constexpr,
     BM: tl.constexpr, BD: tl.constexpr,
 ):
     # bwd_dq_kernel's loop on a query tile that stays inside one block (block_row_tile), plus,
     # per key, the tile's parts of d_dep and d_value: sums[0 / 1, u, b, i, :]. n_bucket,
-    # r_bucket: unused here; autotune keys.
+    # r_bucket: unused here; autotune keys. TRIMMED: the key loop of fused_keys_trimmed
+    # (configs.FUSED_STEP), which reads no key's mask byte without KEY_MASK.
     inv_c, c_log2e = f32(inv_c), f32(c_log2e)
     b, u, m0, o_j, m_j, real_j, lo_j, hi_j, last, i_lo, i_hi, inner_lo, inner_hi = block_row_tile(
         mask, n, r, nblk, U, BM, DIR)
@@ -308,10 +314,27 @@ def bwd_fused_kernel(
     m_jk = m_j[:, None] & m_k[None, :]
     b_q, b_g, b_nlse2, b_os = query_tile(head, bias, grad_out, lse, out, p_j, m_jk, o_k, m_k,
                                          inv_c)
+    plane = tl.cast(U, tl.int64) * B * n * d  # the d_value parts follow the d_dep parts
+    if TRIMMED:
+        b_dh = fused_keys_trimmed(dep, value, mask, sums, b_q, b_g, b_nlse2, b_os, B, n, d, b, u,
+                                  m0, last, i_lo, i_hi, inner_lo, inner_hi, plane, o_k, m_k,
+                                  inv_c, c_log2e, DIR, FAST_TANH, KEY_MASK, BM)
+    else:
+        b_dh = fused_keys(dep, value, mask, sums, b_q, b_g, b_nlse2, b_os, B, n, d, b, u, m0,
+                          o_j, lo_j, hi_j, last, i_lo, i_hi, inner_lo, inner_hi, plane, o_k, m_k,
+                          inv_c, c_log2e, DIR, FAST_TANH, BM, BD)
+    tl.store(d_head + p_j, b_dh.to(d_head.dtype.element_ty), mask=m_jk)
+
+
+@triton.jit
+def fused_keys(dep, value, mask, sums, b_q, b_g, b_nlse2, b_os, B, n, d, b, u, m0, o_j, lo_j,
+               hi_j, last, i_lo, i_hi, inner_lo, inner_hi, plane, o_k, m_k, inv_c, c_log2e,
+               DIR: tl.constexpr, FAST_TANH: tl.constexpr, BM: tl.constexpr, BD: tl.constexpr):
+    """bwd_fused_kernel's loop over the keys of its query tile: d_head [BM, BD] (float32), and
+    each key's parts of d_dep and d_value stored into the tile's plane of `sums`."""
     b_pwv = tl.zeros([BM, BD], dtype=tl.float32)
     b_pw = tl.zeros([BM, BD], dtype=tl.float32)
     b_pv = tl.zeros([BM, BD], dtype=tl.float32)
-    plane = tl.cast(U, tl.int64) * B * n * d  # the d_value parts follow the d_dep parts
     tile_sums = sums + (tl.cast(u, tl.int64) * B * n + b * n) * d + o_k
     nxt_real, nxt_dep, nxt_val = key_row(mask, dep, value, b * n + stream_row(i_lo, i_hi), d,
                                          o_k, m_k)
@@ -338,8 +361,56 @@ def bwd_fused_kernel(
             dd_i, dv_i = tl.split(both)
             tl.store(row, dd_i, mask=m_k)
             tl.store(row + plane, dv_i, mask=m_k)
-    b_dh = b_g * (b_pwv - b_pv * b_pw)  # as in bwd_dq_kernel
-    tl.store(d_head + p_j, b_dh.to(d_head.dtype.element_ty), mask=m_jk)
+    return b_g * (b_pwv - b_pv * b_pw)  # as in bwd_dq_kernel
+
+
+@triton.jit
+def fused_keys_trimmed(dep, value, mask, sums, b_q, b_g, b_nlse2, b_os, B, n, d, b, u, m0, last,
+                       i_lo, i_hi, inner_lo, inner_hi, plane, o_k, m_k, inv_c, c_log2e,
+                       DIR: tl.constexpr, FAST_TANH: tl.constexpr, KEY_MASK: tl.constexpr,
+                       BM: tl.constexpr):
+    """fused_keys with fewer instructions a key:
+    - g folded into p first: pg = p g, and d_head = sum pg w vd - (sum pg vd)(sum p w), so
+      each element's terms take one multiply fewer than fused_keys' g (sum p w vd -
+      (sum p vd)(sum p w));
+    - the keys addressed from the block's first row by 32-bit offsets (below r·d: the
+      launcher keeps (r + 1)·d under 2^31), not each by a 64-bit product;
+    - a key within the tile masked by its place against each row's (block_tile_probs), where
+      each element lives: no [BM] mask moved between arrangements (through shared memory and
+      a barrier, every such key);
+    - two keys a loop trip (the loop's own count and branch, once for both);
+    - without KEY_MASK (a call with no padding mask), no key's mask byte read and tested."""
+    start = m0 - u * BM  # the block's first row
+    first = (b * n + start).to(tl.int64)
+    tile_sums = sums + (tl.cast(u, tl.int64) * B * n + first) * d + o_k
+    k_mask, k_dep, k_val = mask + first, dep + first * d, value + first * d
+    b_a = tl.zeros_like(b_q)  # sum pg w vd
+    b_e = tl.zeros_like(b_q)  # sum pg vd
+    b_w = tl.zeros_like(b_q)  # sum p w
+    nxt_real, nxt_dep, nxt_val = key_row_in_block(
+        k_mask, k_dep, k_val, stream_row_in_block(i_lo, start, i_hi), d, o_k, m_k, KEY_MASK)
+    for i in tl.range(i_lo, i_hi, loop_unroll_factor=2):
+        real_i, raw_dep, raw_val = nxt_real, nxt_dep, nxt_val
+        nxt_real, nxt_dep, nxt_val = key_row_in_block(
+            k_mask, k_dep, k_val, stream_row_in_block(i + 1, start, i_hi), d, o_k, m_k, KEY_MASK)
+        if real_i:
+            b_dep = raw_dep.to(tl.float32)
+            b_val = raw_val.to(tl.float32)
+            t = tanh_f32(tanh_arg(b_dep[None, :], inv_c, b_q), FAST_TANH)
+            p = block_tile_probs(t, b_nlse2, c_log2e, i, inner_lo, inner_hi, m0, last, BM, DIR)
+            vd = b_val[None, :] - b_os
+            w = 1.0 - t * t
+            pg = rounded_product(p, b_g)
+            pgwv = rounded_product(pg * w, vd)
+            b_a += pgwv
+            b_e = tl.fma(pg, vd, b_e)
+            b_w = tl.fma(p, w, b_w)
+            both = tl.sum(tl.join(pgwv, pg), axis=0)  # d_dep[i] and d_value[i]'s parts, [BD, 2]
+            dd_i, dv_i = tl.split(both)
+            row = tile_sums + (i - start) * d
+            tl.store(row, dd_i, mask=m_k)
+            tl.store(row + plane, dv_i, mask=m_k)
+    return tl.fma(-b_e, b_w, b_a)
 
 
 @triton.jit

@@ -16,7 +16,8 @@ With --cubin-dir DIR it also writes each binary there, named kernel-dtype-scalar
 -2, -3, ... for a kernel's second, third case in one dtype, in the order of cases()), and
 each autotune config's, kernel-dtype-wWARPS-TILES.cubin (config_cubin_name; e.g.
 bwd_fused_kernel-bf16-w8-BM64-BD32, -RN at the end for a config whose registers are capped at N,
-then -poly for the row-tile forward's POLY_EXP2 loop, -dN for a per-pair kernel compiled for d = N),
+then -poly for the row-tile forward's POLY_EXP2 loop, -dN for a per-pair kernel compiled for d = N,
+-trimmed for the fused backward's TRIMMED loop),
 for `cuobjdump -sass` (the cuobjdump that triton bundles will do) or
 `python bench/sass_loads.py --so FILE --kernels NAME` (loop sizes, MUFU, barriers, load distances).
 """
@@ -135,13 +136,21 @@ def cases():
     yield backward.bwd_dkv_kernel, "fp32", dict(flags, DIR=1, FAST_TANH=False, BN=64, BD=32)
     # First, for the autotune configs: the fused backward of the benchmark's bfloat16 one-block
     # training step (the one its register cap is for, configs.FUSED_MAXNREG).
-    yield backward.bwd_fused_kernel, "bf16", dict(flags, FAST_TANH=True, BM=64, BD=64)
-    yield backward.bwd_fused_kernel, "fp32", dict(flags, FAST_TANH=False, BM=64, BD=32)
-    yield backward.bwd_fused_kernel, "bf16", dict(flags, DIR=2, FAST_TANH=True, BM=64, BD=64)
+    plain, trimmed = dict(flags, TRIMMED=False, KEY_MASK=True), dict(flags, TRIMMED=True, KEY_MASK=False)
+    yield backward.bwd_fused_kernel, "bf16", dict(plain, FAST_TANH=True, BM=64, BD=64)
+    yield backward.bwd_fused_kernel, "fp32", dict(plain, FAST_TANH=False, BM=64, BD=32)
+    yield backward.bwd_fused_kernel, "bf16", dict(plain, DIR=2, FAST_TANH=True, BM=64, BD=64)
+    # Its trimmed key loop (configs.FUSED_STEP = "trimmed"): the same step (no mask), then every
+    # other direction and dtype, with a mask.
+    yield backward.bwd_fused_kernel, "bf16", dict(trimmed, FAST_TANH=True, BM=64, BD=64)
+    yield backward.bwd_fused_kernel, "fp32", dict(trimmed, DIR=1, KEY_MASK=True, FAST_TANH=False, BM=64, BD=32)
+    yield backward.bwd_fused_kernel, "fp16", dict(trimmed, DIR=2, KEY_MASK=True, FAST_TANH=True, BM=64, BD=64)
+    yield backward.bwd_fused_kernel, "bf16", dict(trimmed, DIR=3, KEY_MASK=True, FAST_TANH=True, BM=64, BD=64)
     yield backward.bwd_dkv_sums_kernel, "fp32", dict(flags, QT=64, BN=64, BD=64)
     yield backward.bwd_dkv_sums_kernel, "fp16", dict(flags, DIR=3, QT=64, BN=64, BD=64)
     # Triton specializes an int argument of 1 into a constant: one sequence, one block, one tile.
-    yield backward.bwd_fused_kernel, "fp16", dict(flags, B=1, nblk=1, U=1, FAST_TANH=True, BM=64, BD=32)
+    yield backward.bwd_fused_kernel, "fp16", dict(plain, B=1, nblk=1, U=1, FAST_TANH=True, BM=64, BD=32)
+    yield backward.bwd_fused_kernel, "bf16", dict(trimmed, B=1, nblk=1, U=1, FAST_TANH=True, BM=64, BD=32)
     yield backward.bwd_dkv_sums_kernel, "bf16", dict(flags, B=1, U=1, QT=64, BN=32, BD=32)
 
 
@@ -169,16 +178,19 @@ def config_cases():
     """(kernel, pointer dtype, constexprs, num_warps, maxnreg or None): every autotune config of
     every kernel, on the kernel's first case of cases(); the row-tile forward's also on its first
     case with POLY_EXP2 (configs.ROWS_EXP2 = "half-poly", which has another loop), the per-pair
-    kernels' on their first with D (configs.PAIRS_STATIC_D: compiled for one d)."""
+    kernels' on their first with D (configs.PAIRS_STATIC_D: compiled for one d), the fused
+    backward's on its first with TRIMMED (configs.FUSED_STEP = "trimmed", another loop)."""
     from blosa_kernels import configs
 
     first = {}
     for fn, dtype, constexprs in cases():
-        variant = (bool(constexprs.get("POLY_EXP2")), bool(constexprs.get("D")))
+        variant = (bool(constexprs.get("POLY_EXP2")), bool(constexprs.get("D")),
+                   bool(constexprs.get("TRIMMED")))
         first.setdefault((fn, variant), (dtype, constexprs))
     for kind, (kernel_configs, _) in configs.CONFIGS.items():
         fn = configs.PLAIN[kind]
-        for variant in ((False, False), (True, False), (False, True)):
+        for variant in ((False, False, False), (True, False, False), (False, True, False),
+                        (False, False, True)):
             if (fn, variant) not in first:
                 continue
             dtype, constexprs = first[fn, variant]
@@ -194,13 +206,14 @@ def config_cubin_name(kernel: str, dtype: str, num_warps: int, constexprs: dict,
                       maxnreg: int | None) -> str:
     """The name --cubin-dir gives an autotune config's binary: kernel-dtype-wWARPS-TILES.cubin,
     TILES the config's TILE_KEYS in constexprs' order (e.g. bwd_fused_kernel-bf16-w8-BM64-BD32),
-    with -RN at the end for registers capped at N, then -poly for POLY_EXP2 and -dN for D = N
-    (the per-pair kernels compiled for one d)."""
+    with -RN at the end for registers capped at N, then -poly for POLY_EXP2, -dN for D = N
+    (the per-pair kernels compiled for one d) and -trimmed for TRIMMED (the fused backward)."""
     tiles = "-".join(f"{k}{v}" for k, v in constexprs.items() if k in TILE_KEYS)
     cap = f"-R{maxnreg}" if maxnreg else ""
     poly = "-poly" if constexprs.get("POLY_EXP2") else ""
     static = f"-d{constexprs['D']}" if constexprs.get("D") else ""
-    return f"{kernel}-{dtype}-w{num_warps}-{tiles}{cap}{poly}{static}.cubin"
+    trimmed = "-trimmed" if constexprs.get("TRIMMED") else ""
+    return f"{kernel}-{dtype}-w{num_warps}-{tiles}{cap}{poly}{static}{trimmed}.cubin"
 
 
 def cuobjdump(cubin: bytes, option: str) -> str | None:

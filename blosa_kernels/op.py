@@ -115,6 +115,7 @@ class _Launch:
         self.pairs = self.small and self.R <= configs.PAIRS_MAX
         self.dense = (self.pairs and configs.PAIRS_DENSE and mask is None and self.r == self.R
                       and n % self.r == 0)
+        self.masked = mask is not None
         # The per-pair kernels' (block, feature) elements, indexed in int64 only where int32
         # could overflow.
         self.elements = B * self.nblk * d
@@ -323,9 +324,13 @@ def _fused_backward(L, common, mask_arg, d_dep, d_head, d_value, sums):
     """bwd_fused_kernel (d_head, and per query tile the parts of d_dep and d_value, into sums),
     then bwd_dkv_sums_kernel (adds the parts in tile order)."""
     U = sums.shape[1]
+    trimmed = configs.fused_trimmed(L.r, L.d)
     _launch(
         "bwd_fused", L, L.block_rows_grid(U), *common, d_head, sums,
         L.B, L.n, L.d, L.r, L.nblk, U, *L.buckets, L.inv_c, L.c_log2e, **L.flags,
+        # Only the trimmed loop skips the keys' mask bytes where there is no mask: the plain
+        # one compiles once for both.
+        TRIMMED=trimmed, KEY_MASK=L.masked or not trimmed,
     )
     _launch(
         "bwd_dkv_sums", L, L.rows_grid("BN", features_fastest=True), sums, mask_arg, d_dep,

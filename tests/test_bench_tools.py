@@ -166,6 +166,7 @@ def test_cuda_variants_combine(variant, env, config):
     ("bias-sum+rcp-div", {"BIAS_SUM": "sum", "PAIRS_RECIPROCAL": "div"}, "r=8"),
     ("rows-poly", {"ROWS_EXP2": "half-poly"}, "one block"),
     ("pairs-static-d", {"PAIRS_STATIC_D": True}, "r=8"),
+    ("fused-trimmed", {"FUSED_STEP": "trimmed"}, "one block"),
     ("split+fast32", {"BACKWARD": "split",
                       "FAST_TANH_DTYPES": ("float32", "float16", "bfloat16")}, "one block"),
 ])

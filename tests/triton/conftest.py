@@ -71,6 +71,12 @@ def fused_backward(monkeypatch):
 
 
 @pytest.fixture
+def trimmed_fused_backward(monkeypatch, fused_backward):
+    """The fused backward with its trimmed key loop (configs.FUSED_STEP = "trimmed")."""
+    monkeypatch.setattr(configs, "FUSED_STEP", "trimmed")
+
+
+@pytest.fixture
 def launches(monkeypatch):
     """(kernel kind, DENSE argument or None) of every launch, in order."""
     from triton_testing import record_launches

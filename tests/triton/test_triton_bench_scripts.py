@@ -12,7 +12,7 @@ from pathlib import Path
 import torch
 
 from blosa_kernels import configs
-from triton_testing import DEVICE
+from triton_testing import DEVICE, record_launches
 
 BENCH = Path(__file__).resolve().parents[2] / "bench"
 sys.path.insert(0, str(BENCH))
@@ -38,11 +38,15 @@ def test_ncu_script_launches_what_the_check_profiles(monkeypatch, launches):
     dep, head, value, grad_out = (torch.randn(2, 16, 5, generator=gen).to(DEVICE) for _ in range(4))
     bias = torch.randn(5, generator=gen).to(DEVICE)
 
+    trimmed = record_launches(monkeypatch, "TRIMMED")
     for call in ncu_kernels.triton_calls(dep, head, value, grad_out, bias):
         call()
 
     assert launches == [("fwd_pairs", True), ("bwd_pairs", True), ("fwd_rows", None),
-                        ("bwd_fused", None), ("bwd_dkv_sums", None), ("fwd_rows", None)]
+                        ("bwd_fused", None), ("bwd_dkv_sums", None), ("fwd_rows", None),
+                        ("fwd_rows", None), ("bwd_fused", None), ("bwd_dkv_sums", None)]
+    assert [flag for kind, flag in trimmed if kind == "bwd_fused"] == [False, True]
+    assert configs.FUSED_STEP == "plain"  # the trimmed step's setting put back
     nvtx_range, name_filter, count = triton_ncu_line().groups()
     assert nvtx_range == ncu_kernels.NVTX_RANGE
     assert int(count) == len(launches)

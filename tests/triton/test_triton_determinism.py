@@ -9,7 +9,8 @@ SHAPE = (4, 256, 96) if HAS_CUDA else (2, 20, 6)
 
 
 @pytest.mark.parametrize("path, block_len",
-                         [("default", 8), ("per-block", 8), ("rows", 0), ("fused", 0)])
+                         [("default", 8), ("per-block", 8), ("rows", 0), ("fused", 0),
+                          ("trimmed", 0)])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["fp32", "bf16"])
 def test_backward_is_bitwise_deterministic(request, path, block_len, dtype):
     use_path(request, path)

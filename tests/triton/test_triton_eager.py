@@ -32,7 +32,7 @@ def out_and_grads(inputs, mask, grad, settings):
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 @pytest.mark.parametrize("block_len", [3, 8, 0])
-@pytest.mark.parametrize("path", ["default", "per-block", "rows", "fused"])
+@pytest.mark.parametrize("path", ["default", "per-block", "rows", "fused", "trimmed"])
 def test_eager_path_gives_the_op_paths_bits(request, path, block_len, dtype):
     use_path(request, path)
     seed = zlib.crc32(repr(("eager", path, block_len, dtype)).encode())

@@ -64,6 +64,18 @@ def test_compiled_row_tile_polynomial_exp2(monkeypatch, dtype, block_len, direct
     check_half(dtype, 257, block_len, direction, seed=5)
 
 
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=["fp16", "bf16"])
+@pytest.mark.parametrize("block_len, direction", [(0, "forward"), (130, "backward"), (0, "diag")])
+def test_compiled_trimmed_fused_backward(monkeypatch, autotuned, dtype, block_len, direction):
+    # configs.FUSED_STEP = "trimmed", autotuned (the shape it picks is the one the benchmark
+    # runs), with tanh.approx: n = 257, one block of five query tiles (the last of one row) and
+    # blocks of 130 (three tiles, the second block short), an odd key count in every tile.
+    from blosa_kernels import configs
+
+    monkeypatch.setattr(configs, "FUSED_STEP", "trimmed")
+    check_half(dtype, 257, block_len, direction, seed=7)
+
+
 @pytest.mark.parametrize("mask_kind", ["none", "holes"])  # dense (the benchmark's), general
 def test_compiled_pair_kernels_for_one_d_at_the_benchmarks_d(monkeypatch, mask_kind):
     # configs.PAIRS_STATIC_D compiled at d = 300, r = 8, bfloat16 (rows 600 bytes apart: the

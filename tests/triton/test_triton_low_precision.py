@@ -24,6 +24,8 @@ CASES = [  # (B, n, d, block_len, direction, mask, path)
     (1, 36, 6, 10, "all", "none", "rows"),
     (2, 36, 6, 0, "forward", "holes", "fused"),
     (1, 40, 6, 20, "diag", "right_pad", "fused"),
+    (2, 36, 6, 0, "backward", "holes", "trimmed"),
+    (1, 40, 6, 20, "diag", "right_pad", "trimmed"),
 ]
 
 

@@ -66,7 +66,7 @@ def test_block_kernels_in_the_other_arrangement(monkeypatch, direction, block_le
 @pytest.mark.parametrize("direction", DIRECTIONS)
 @pytest.mark.parametrize("block_len", [0, 7, 1, 20])
 @pytest.mark.parametrize("mask_kind", ["none", "holes"])
-@pytest.mark.parametrize("backward", ["rows", "fused"])
+@pytest.mark.parametrize("backward", ["rows", "fused", "trimmed"])
 def test_row_kernels(request, backward, direction, block_len, mask_kind):
     use_path(request, backward)
     seed = seed_of(direction, block_len, mask_kind, "rows", backward)
@@ -214,7 +214,7 @@ def test_pair_kernels_across_programs(launches, B, n, d, block_len):
 
 
 @pytest.mark.parametrize("scale", [0.5, 40.0, 100.0])  # 100 > 40: running-max softmax
-@pytest.mark.parametrize("path", ["default", "per-block", "rows", "fused"])
+@pytest.mark.parametrize("path", ["default", "per-block", "rows", "fused", "trimmed"])
 def test_scales(request, scale, path):
     use_path(request, path)
     block_len = 8 if path in ("default", "per-block") else 0
@@ -241,14 +241,14 @@ def test_bias_sum_forms(monkeypatch, request, path):
     torch.testing.assert_close(got["mv"][4], got["sum"][4], rtol=1e-6, atol=1e-6)
 
 
-@pytest.mark.parametrize("path", ["default", "per-block", "rows", "fused"])
+@pytest.mark.parametrize("path", ["default", "per-block", "rows", "fused", "trimmed"])
 def test_n_equals_one(request, path):
     use_path(request, path)
     for direction in DIRECTIONS:
         compare(2, 1, 4, 0, direction, "none", True, 5.0, seed=1)
 
 
-@pytest.mark.parametrize("path", ["default", "per-block", "fused"])
+@pytest.mark.parametrize("path", ["default", "per-block", "fused", "trimmed"])
 def test_wide_features_and_multiple_feature_tiles(request, path):
     use_path(request, path)
     # d = 70 > 64: two feature tiles; 3 sequences of 10 blocks of 4: several programs in each
@@ -292,7 +292,7 @@ def test_non_contiguous_inputs():
     check("non-contiguous", got, reference64(dep, head, value, bias, mask, grad, *settings))
 
 
-@pytest.mark.parametrize("path", ["default", "per-block", "rows", "fused"])
+@pytest.mark.parametrize("path", ["default", "per-block", "rows", "fused", "trimmed"])
 def test_queries_without_keys_get_exact_zeros_and_inf_lse(request, path):
     use_path(request, path)
     dep, head, value, bias, mask, grad = make_inputs(2, 12, 5, "holes", True, 7, torch.float32, DEVICE)

@@ -92,10 +92,12 @@ def assert_within_twice_reference(names, got, low, want):
 
 def use_path(request, path):
     """Route the test's launches: "rows" / "fused", the row-tile kernels with the split / fused
-    backward at every block length; "per-block", the per-block kernels for blocks of up to 8 too
-    (conftest fixtures); "default", the default routing (per-pair kernels for blocks of up to
-    8, per-block ones up to 64, row tiles above)."""
+    backward at every block length ("trimmed": the fused one with its trimmed key loop);
+    "per-block", the per-block kernels for blocks of up to 8 too (conftest fixtures);
+    "default", the default routing (per-pair kernels for blocks of up to 8, per-block ones up
+    to 64, row tiles above)."""
     fixture = {"rows": "rows_kernels", "fused": "fused_backward",
+               "trimmed": "trimmed_fused_backward",
                "per-block": "per_block_kernels"}.get(path)
     if fixture:
         request.getfixturevalue(fixture)
