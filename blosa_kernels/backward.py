@@ -419,11 +419,14 @@ def bwd_dkv_sums_kernel(
     B, n, d, r, U,
     DIR: tl.constexpr,
     QT: tl.constexpr,
+    TRIMMED: tl.constexpr,
     BN: tl.constexpr, BD: tl.constexpr,
 ):
     # d_dep and d_value of BN keys: the parts bwd_fused_kernel left for them, one per query tile
     # (of QT rows) that attends them, added in tile order. Padding keys get an empty range: 0.
-    # The feature tiles are the grid's fastest axis (_math.features_fastest).
+    # The feature tiles are the grid's fastest axis (_math.features_fastest). TRIMMED (with
+    # the fused backward's trimmed loop): two tiles a loop trip, so a thread has both tiles'
+    # loads in flight at once (the same sums, in the same order).
     pid, o_k = features_fastest(d, BD)
     b, m0, o_i, m_i, real_i, lo_i, hi_i, last, j_lo, j_hi, inner_lo, inner_hi = row_tile(
         mask, n, r, BN, DIR, False, pid)
@@ -436,7 +439,7 @@ def bwd_dkv_sums_kernel(
     m_ik = m_i[:, None] & m_k[None, :]
     b_dd = tl.zeros([BN, BD], dtype=tl.float32)
     b_dv = tl.zeros([BN, BD], dtype=tl.float32)
-    for u in range(0, U):
+    for u in tl.range(0, U, loop_unroll_factor=2 if TRIMMED else 1):
         take = m_ik & ((u_lo <= u) & (u < u_hi))[:, None]
         part = sums + tl.cast(u, tl.int64) * B * n * d + p_i
         b_dd += tl.load(part, mask=take, other=0.0)

@@ -146,12 +146,13 @@ def cases():
     yield backward.bwd_fused_kernel, "fp32", dict(trimmed, DIR=1, KEY_MASK=True, FAST_TANH=False, BM=64, BD=32)
     yield backward.bwd_fused_kernel, "fp16", dict(trimmed, DIR=2, KEY_MASK=True, FAST_TANH=True, BM=64, BD=64)
     yield backward.bwd_fused_kernel, "bf16", dict(trimmed, DIR=3, KEY_MASK=True, FAST_TANH=True, BM=64, BD=64)
-    yield backward.bwd_dkv_sums_kernel, "fp32", dict(flags, QT=64, BN=64, BD=64)
-    yield backward.bwd_dkv_sums_kernel, "fp16", dict(flags, DIR=3, QT=64, BN=64, BD=64)
+    yield backward.bwd_dkv_sums_kernel, "fp32", dict(flags, QT=64, TRIMMED=False, BN=64, BD=64)
+    yield backward.bwd_dkv_sums_kernel, "fp16", dict(flags, DIR=3, QT=64, TRIMMED=False, BN=64, BD=64)
+    yield backward.bwd_dkv_sums_kernel, "bf16", dict(flags, QT=64, TRIMMED=True, BN=64, BD=64)
     # Triton specializes an int argument of 1 into a constant: one sequence, one block, one tile.
     yield backward.bwd_fused_kernel, "fp16", dict(plain, B=1, nblk=1, U=1, FAST_TANH=True, BM=64, BD=32)
     yield backward.bwd_fused_kernel, "bf16", dict(trimmed, B=1, nblk=1, U=1, FAST_TANH=True, BM=64, BD=32)
-    yield backward.bwd_dkv_sums_kernel, "bf16", dict(flags, B=1, U=1, QT=64, BN=32, BD=32)
+    yield backward.bwd_dkv_sums_kernel, "bf16", dict(flags, B=1, U=1, QT=64, TRIMMED=False, BN=32, BD=32)
 
 
 def named_cases():

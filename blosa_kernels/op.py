@@ -335,6 +335,7 @@ def _fused_backward(L, common, mask_arg, d_dep, d_head, d_value, sums):
     _launch(
         "bwd_dkv_sums", L, L.rows_grid("BN", features_fastest=True), sums, mask_arg, d_dep,
         d_value, L.B, L.n, L.d, L.r, U, DIR=L.flags["DIR"], QT=configs.FUSED_ROWS,
+        TRIMMED=trimmed,
     )
 
 

@@ -294,6 +294,24 @@ def test_trimmed_fused_loop_takes_fewer_instructions_a_key(cubins):
     assert registers <= capped.maxnreg
 
 
+def test_trimmed_sums_have_two_tiles_loads_in_flight(cubins):
+    # With the trimmed loop, bwd_dkv_sums_kernel adds two query tiles' parts a trip: the loop
+    # holds both tiles' loads (d_dep's and d_value's, 8 elements a thread each), and a second
+    # loop an odd last tile's, so the kernel has three times the plain one's; registers still
+    # within 128, 16 warps an SM at its 4 warps a program.
+    from blosa_kernels import configs
+
+    config, = configs.DKV_SUMS_CONFIGS
+    loads = {}
+    for dtype, trimmed in (("fp32", False), ("bf16", True)):
+        name = compile_check.config_cubin_name("bwd_dkv_sums_kernel", dtype, config.num_warps,
+                                               dict(config.kwargs, TRIMMED=trimmed), None)
+        code, registers = binary(cubins, name.removesuffix(".cubin"))
+        loads[trimmed] = sum(bool(re.search(r"\bLDG\.E\b(?!\.U8)", text)) for _, text in code)
+        assert registers <= 128, (name, registers)
+    assert loads[True] == 3 * loads[False], loads
+
+
 def test_per_pair_report_lists_every_config(cubins):
     rows = sass_loads.per_pair_report(str(cubins)).splitlines()[2:]
     names = [row.split(" | ")[0].strip("| ") for row in rows]
