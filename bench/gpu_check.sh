@@ -93,11 +93,11 @@ step "kernel rates"
 # vec2, persistent, persistent+vec2; Triton split, per-block, general, fast32) gave the same
 # verdict on two or three H200 runs
 # (bench/RESULTS.md) and take `--cuda-variants` / `--triton-variants` by hand: their time goes
-# to the tests. Up to 200 s: 116 s on 2026-11-28 with three variants; pairs-static-d first
-# compiles the per-pair kernels' four autotune shapes for d = 300 (two dtypes, forward and
-# backward), fused-trimmed the fused backward's five, rows-poly the row-tile forward's eight
-# for two new keys.
-timed rates ${RATES_TIMEOUT:-200} $PY bench/gpu_rates.py --out "$LOG/rates.json" \
+# to the tests. Up to 240 s (of the 69 s the host lines no longer take): 120 s on 2026-11-28
+# with three variants; fused-trimmed first compiles the fused backward's five autotune shapes
+# for new keys (two dtypes), pairs-static-d the per-pair kernels' four for d = 300 (two
+# dtypes, forward and backward), rows-poly the row-tile forward's eight for two new keys.
+timed rates ${RATES_TIMEOUT:-240} $PY bench/gpu_rates.py --out "$LOG/rates.json" \
   --cuda-variants small-staged,small-staged+staged-blocks8,sums-one,rcp-mufu \
   --triton-variants fused-trimmed,pairs-static-d,rows-poly,bias-sum+rcp-div > "$LOG/rates.md" 2>&1
 rates_status=$?
