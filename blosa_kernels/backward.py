@@ -378,7 +378,6 @@ def fused_keys_trimmed(dep, value, mask, sums, b_q, b_g, b_nlse2, b_os, B, n, d,
     - a key within the tile masked by its place against each row's (block_tile_probs), where
       each element lives: no [BM] mask moved between arrangements (through shared memory and
       a barrier, every such key);
-    - two keys a loop trip (the loop's own count and branch, once for both);
     - without KEY_MASK (a call with no padding mask), no key's mask byte read and tested."""
     start = m0 - u * BM  # the block's first row
     first = (b * n + start).to(tl.int64)
@@ -389,7 +388,7 @@ def fused_keys_trimmed(dep, value, mask, sums, b_q, b_g, b_nlse2, b_os, B, n, d,
     b_w = tl.zeros_like(b_q)  # sum p w
     nxt_real, nxt_dep, nxt_val = key_row_in_block(
         k_mask, k_dep, k_val, stream_row_in_block(i_lo, start, i_hi), d, o_k, m_k, KEY_MASK)
-    for i in tl.range(i_lo, i_hi, loop_unroll_factor=2):
+    for i in range(i_lo, i_hi):
         real_i, raw_dep, raw_val = nxt_real, nxt_dep, nxt_val
         nxt_real, nxt_dep, nxt_val = key_row_in_block(
             k_mask, k_dep, k_val, stream_row_in_block(i + 1, start, i_hi), d, o_k, m_k, KEY_MASK)

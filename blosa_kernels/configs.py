@@ -179,16 +179,17 @@ FUSED_MAX_BLOCK = 512
 # The fused backward's key loop (backward.py): "plain" (fused_keys) or "trimmed"
 # (fused_keys_trimmed: g folded into p before the products, the keys addressed by 32-bit
 # offsets from the block's first row, a key within the query tile masked where each element
-# lives, two keys a loop trip, no key mask byte read for a call without a mask; and
+# lives, no key mask byte read for a call without a mask; and
 # bwd_dkv_sums_kernel adding two query tiles' parts a loop trip: 32 loads in flight a thread
 # instead of 16, at 127 registers instead of 124, where it took 84 µs with DRAM 58% busy and
 # L2 85%). For the one-block bfloat16 training step (no mask), whose fused backward took
 # 1.93 of its 3.19 ms on an H200 (2026-11-28) with issue slots 64.5% busy: on sm_90 (the
 # autotuner's pick there, 1 warp, 64 x 4, capped at 136 registers) a key every query of the
-# tile attends issues 182 instructions a warp plain and 158.5 trimmed with triton 3.6 (the GPU
-# machines'; 183 and 155.5 with 3.8), a key within the tile 236 and 174 (219, with a barrier,
-# and 171); at one block of 384 under "forward" 28% of the keys a tile streams are within it,
-# so 197 -> 163 instructions a key on average (1.21x fewer); 136 registers, no spill (`python
+# tile attends issues 182 instructions a warp plain and 164 trimmed with triton 3.6 (the GPU
+# machines'; 183 and 161 with 3.8), a key within the tile 236 and 179 (219, with a barrier,
+# and 176); at one block of 384 under "forward" 28% of the keys a tile streams are within it,
+# so 197 -> 168 instructions a key on average (1.17x fewer); 136 registers both with 3.6 (the
+# same code uncapped takes 128: 16 warps an SM), 131 -> 136 with 3.8; no spill (`python
 # -m blosa_kernels.compile_check --cubin-dir DIR`, then `python bench/sass_loads.py --blocks
 # --kernels bwd_fused --so DIR/bwd_fused_kernel-bf16-w1-BM64-BD4-R136[-trimmed].cubin`, the
 # loop's blocks along each path). "plain" until "trimmed" is measured (gpu_rates variant
