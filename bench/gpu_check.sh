@@ -78,7 +78,7 @@ step "kernel rates"
 # r = 8 training step's 0.058. Triton's fused backward with its trimmed key loop
 # (fused-trimmed; configs.FUSED_STEP), for the one-block training step 12% short of 0.5e12
 # elements/s, whose fused backward (1.93 of its 3.19 ms, issue slots 64.5% busy) it takes from
-# 197 to 168 instructions a key (triton 3.6, the autotuner's pick, no mask); Triton's per-pair
+# 197 to 167 instructions a key (triton 3.6, the autotuner's pick, no mask); Triton's per-pair
 # kernels compiled for the call's d (pairs-static-d; configs.PAIRS_STATIC_D), their rows' offsets
 # constants: the dense bfloat16 r = 8 forward 464 -> 376 instructions and its backward 736 ->
 # 680, for the r = 8 forward 5% short of 1.3e12 and the training step 22% short of 0.5e12;

@@ -66,13 +66,10 @@ def triton_calls(dep, head, value, grad_out, bias):
         masked_block_attn_triton_bwd(g, d, h, v, b, None, out, lse, *settings)
 
     def trimmed_training_step(tensors, settings):
-        from blosa_kernels import configs
+        from gpu_rates import triton_configs  # bench/, as cuda_timing for gpu_rates
 
-        step, configs.FUSED_STEP = configs.FUSED_STEP, "trimmed"
-        try:
+        with triton_configs({"FUSED_STEP": "trimmed"}):
             training_step(tensors, settings, True)
-        finally:
-            configs.FUSED_STEP = step
 
     return [
         # fwd_pairs_kernel, bwd_pairs_kernel (dense: no mask, whole blocks)

@@ -369,17 +369,21 @@ def row_step(i, hi):
 
 
 @triton.jit
-def load_key(m_ptr, dep_ptr, val_ptr, m_k):
-    """The key at key_pointers as loaded: whether it is real, its dep and value [BD]."""
-    return (tl.load(m_ptr) != 0, tl.load(dep_ptr, mask=m_k, other=0.0),
-            tl.load(val_ptr, mask=m_k, other=0.0))
+def load_key(m_ptr, dep_ptr, val_ptr, m_k, KEY_MASK: tl.constexpr):
+    """The key at key_pointers as loaded: whether it is real, its dep and value [BD]. Without
+    KEY_MASK (a call with no padding mask) every key is real, and no mask byte is read."""
+    if KEY_MASK:
+        real = tl.load(m_ptr) != 0
+    else:
+        real = True
+    return real, tl.load(dep_ptr, mask=m_k, other=0.0), tl.load(val_ptr, mask=m_k, other=0.0)
 
 
 @triton.jit
 def stream_row_in_block(i, start, hi):
     """stream_row within a block that starts at row `start`, as an offset from it: i clamped to
     [start, hi - 1] (to start when the range is empty), less start."""
-    return tl.maximum(tl.minimum(i, hi - 1), start) - start
+    return tl.maximum(stream_row(i, hi), start) - start
 
 
 @triton.jit
@@ -394,13 +398,9 @@ def key_row(mask, dep, value, row, d, o_k, m_k):
 def key_row_in_block(mask, dep, value, row, d, o_k, m_k, KEY_MASK: tl.constexpr):
     """key_row with mask, dep and value pointing at a block's first row and `row` an offset from
     it (stream_row_in_block), taken by a 32-bit product: row·d + o_k stays under r·d + d.
-    Without KEY_MASK (a call with no padding mask) every key is real: no mask byte is read."""
+    KEY_MASK as load_key's."""
     p = row * d + o_k
-    if KEY_MASK:
-        real = tl.load(mask + row) != 0
-    else:
-        real = True
-    return real, tl.load(dep + p, mask=m_k, other=0.0), tl.load(value + p, mask=m_k, other=0.0)
+    return load_key(mask + row, dep + p, value + p, m_k, KEY_MASK)
 
 
 @triton.jit

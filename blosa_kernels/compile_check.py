@@ -136,7 +136,8 @@ def cases():
     yield backward.bwd_dkv_kernel, "fp32", dict(flags, DIR=1, FAST_TANH=False, BN=64, BD=32)
     # First, for the autotune configs: the fused backward of the benchmark's bfloat16 one-block
     # training step (the one its register cap is for, configs.FUSED_MAXNREG).
-    plain, trimmed = dict(flags, TRIMMED=False, KEY_MASK=True), dict(flags, TRIMMED=True, KEY_MASK=False)
+    plain = dict(flags, TRIMMED=False, KEY_MASK=True)
+    trimmed = dict(flags, TRIMMED=True, KEY_MASK=False)
     yield backward.bwd_fused_kernel, "bf16", dict(plain, FAST_TANH=True, BM=64, BD=64)
     yield backward.bwd_fused_kernel, "fp32", dict(plain, FAST_TANH=False, BM=64, BD=32)
     yield backward.bwd_fused_kernel, "bf16", dict(plain, DIR=2, FAST_TANH=True, BM=64, BD=64)

@@ -185,10 +185,10 @@ FUSED_MAX_BLOCK = 512
 # L2 85%). For the one-block bfloat16 training step (no mask), whose fused backward took
 # 1.93 of its 3.19 ms on an H200 (2026-11-28) with issue slots 64.5% busy: on sm_90 (the
 # autotuner's pick there, 1 warp, 64 x 4, capped at 136 registers) a key every query of the
-# tile attends issues 182 instructions a warp plain and 164 trimmed with triton 3.6 (the GPU
-# machines'; 183 and 161 with 3.8), a key within the tile 236 and 179 (219, with a barrier,
+# tile attends issues 182 instructions a warp plain and 163 trimmed with triton 3.6 (the GPU
+# machines'; 183 and 161 with 3.8), a key within the tile 236 and 178 (219, with a barrier,
 # and 176); at one block of 384 under "forward" 28% of the keys a tile streams are within it,
-# so 197 -> 168 instructions a key on average (1.17x fewer); 136 registers both with 3.6 (the
+# so 197 -> 167 instructions a key on average (1.18x fewer); 136 registers both with 3.6 (the
 # same code uncapped takes 128: 16 warps an SM), 131 -> 136 with 3.8; no spill (`python
 # -m blosa_kernels.compile_check --cubin-dir DIR`, then `python bench/sass_loads.py --blocks
 # --kernels bwd_fused --so DIR/bwd_fused_kernel-bf16-w1-BM64-BD4-R136[-trimmed].cubin`, the

@@ -129,7 +129,7 @@ def rows_fixed_pivot_step(i, i_hi, m_ptr, dep_ptr, val_ptr, real_i, raw_dep, raw
     written in the kernel, with one register more, under the 168 cap.)"""
     step = row_step(i, i_hi)
     m_ptr, dep_ptr, val_ptr = m_ptr + step, dep_ptr + step * d, val_ptr + step * d
-    nxt_real, nxt_dep, nxt_val = load_key(m_ptr, dep_ptr, val_ptr, m_k)
+    nxt_real, nxt_dep, nxt_val = load_key(m_ptr, dep_ptr, val_ptr, m_k, True)
     if real_i:
         b_dep = raw_dep.to(tl.float32)
         b_val = raw_val.to(tl.float32)
@@ -180,7 +180,7 @@ def fwd_rows_kernel(
     # The pointers move by row_step each step (no 64-bit offset recomputed: 10 instructions).
     first = b * n + stream_row(i_lo, i_hi)
     m_ptr, dep_ptr, val_ptr = key_pointers(mask, dep, value, first, d, o_k)
-    nxt_real, nxt_dep, nxt_val = load_key(m_ptr, dep_ptr, val_ptr, m_k)
+    nxt_real, nxt_dep, nxt_val = load_key(m_ptr, dep_ptr, val_ptr, m_k, True)
     if FIXED_PIVOT and POLY_EXP2:
         # Two keys a step, the second's exp2 from exp2_poly: the special-function unit and the
         # FMA pipe share the tile's exp2 half and half (configs.ROWS_EXP2); an odd last key
@@ -214,7 +214,7 @@ def fwd_rows_kernel(
             real_i, raw_dep, raw_val = nxt_real, nxt_dep, nxt_val
             step = row_step(i, i_hi)
             m_ptr, dep_ptr, val_ptr = m_ptr + step, dep_ptr + step * d, val_ptr + step * d
-            nxt_real, nxt_dep, nxt_val = load_key(m_ptr, dep_ptr, val_ptr, m_k)
+            nxt_real, nxt_dep, nxt_val = load_key(m_ptr, dep_ptr, val_ptr, m_k, True)
             if real_i:  # a padding key is skipped by every query
                 b_dep = raw_dep.to(tl.float32)
                 b_val = raw_val.to(tl.float32)

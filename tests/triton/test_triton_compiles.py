@@ -272,7 +272,7 @@ def test_trimmed_fused_loop_takes_fewer_instructions_a_key(cubins):
     # first trimmed case): each key's tanh and exp2 as in the plain loop; no barrier (for a key
     # within the tile the plain loop moves its [64] mask through shared memory, with one, under
     # triton 3.8, and compares 64-bit ranges per element under 3.6); a sixth fewer
-    # instructions a key, both branches counted (sm_90: 228 -> 185 with triton 3.8, 245 -> 188
+    # instructions a key, both branches counted (sm_90: 228 -> 185 with triton 3.8, 245 -> 187
     # with 3.6); no spill (compile_check fails on one) within the cap.
     from blosa_kernels import configs
 
@@ -296,7 +296,8 @@ def test_trimmed_sums_have_two_tiles_loads_in_flight(cubins):
     # With the trimmed loop, bwd_dkv_sums_kernel adds two query tiles' parts a trip: the loop
     # holds both tiles' loads (d_dep's and d_value's, 8 elements a thread each), and a second
     # loop an odd last tile's, so the kernel has three times the plain one's; registers still
-    # within 128, 16 warps an SM at its 4 warps a program.
+    # within 128, 16 warps an SM at its 4 warps a program. (compile_check's first cases of it:
+    # float32 plain, bfloat16 trimmed; the parts it loads are float32 in both.)
     from blosa_kernels import configs
 
     config, = configs.DKV_SUMS_CONFIGS

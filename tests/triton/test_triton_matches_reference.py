@@ -10,16 +10,14 @@ ranges, tiles that straddle blocks and, with block_len 7, partial last blocks), 
 backward: split, or fused (`fused_backward`; block_len 20 and 0 give blocks of two and three
 16-row query tiles, 20 a last block of one tile and an empty one).
 """
-import zlib
-
 import pytest
 import torch
 
 import blosa
 from blosa_kernels import configs, masked_block_attn_triton, masked_block_attn_triton_fwd
 from attn_cases import MASK_KINDS
-from triton_testing import (DEVICE, RTOL, float32_atol, make_inputs, record_launches, reference64,
-                            run, use_path)
+from triton_testing import (DEVICE, HAS_CUDA, RTOL, distinct_configs, float32_atol, make_inputs,
+                            record_launches, reference64, run, seed_of, use_only_config, use_path)
 
 DIRECTIONS = ("forward", "backward", "diag", "all")
 NAMES = ("out", "d_dep", "d_head", "d_value", "d_bias")
@@ -30,10 +28,6 @@ def check(case, got, want, scale=5.0):
     for name, g, w in zip(NAMES, got, want):
         assert torch.isfinite(g).all(), f"{case}: {name} has NaN/Inf"
         torch.testing.assert_close(g.cpu().double(), w, atol=atol, rtol=RTOL, msg=lambda m: f"{case} {name}: {m}")
-
-
-def seed_of(*params):
-    return zlib.crc32(repr(params).encode()) % 10_000
 
 
 def compare(B, n, d, block_len, direction, mask_kind, bias, scale, seed):
@@ -256,27 +250,47 @@ def test_wide_features_and_multiple_feature_tiles(request, path):
     compare(3, 40, 70, 4, "diag", "holes", True, 5.0, seed=3)
 
 
-# The row-tile forward's autotune configs; in the interpreter, which has no warps or register
-# caps, one of each tile shape (several configs share one).
-ROW_TILE_CONFIGS = [c for i, c in enumerate(configs.ROWS_CONFIGS)
-                    if not configs.INTERPRET or all(c.kwargs != o.kwargs for o in configs.ROWS_CONFIGS[:i])]
+ROW_TILE_CONFIGS = distinct_configs(configs.ROWS_CONFIGS)
+FUSED_CONFIGS = distinct_configs(configs.FUSED_CONFIGS)
 
 
 @pytest.mark.parametrize("index", range(len(ROW_TILE_CONFIGS)))
 def test_every_row_tile_forward_shape(monkeypatch, index):
-    # Each autotune shape (BM rows x BD features) of the row-tile forward on its own: the
-    # autotuner times them, it does not check them. d = 37 leaves the last feature tile partly
-    # past d in every shape (of 16 features: 5 below d), and one block of 40 ends in a partial
-    # query tile in every shape (of 16, 32 or 64 rows); the gradients through the fused
-    # backward. Interpreter: the shape's tile; GPU: the config compiled.
-    config = ROW_TILE_CONFIGS[index]
+    # Each autotune shape (BM rows x BD features) of the row-tile forward on its own
+    # (use_only_config). d = 37 leaves the last feature tile partly past d in every shape (of
+    # 16 features: 5 below d), and one block of 40 ends in a partial query tile in every shape
+    # (of 16, 32 or 64 rows); the gradients through the fused backward.
     monkeypatch.setattr(configs, "SMALL_BLOCK_MAX", 0)
-    monkeypatch.setitem(configs.CONFIGS, "fwd_rows", ([config], configs.CONFIGS["fwd_rows"][1]))
-    plain_meta = configs.interpreter_meta
-    monkeypatch.setattr(configs, "interpreter_meta", lambda kind, d, R=1: (
-        dict(config.kwargs) if kind == "fwd_rows" else plain_meta(kind, d, R)))
+    use_only_config(monkeypatch, "fwd_rows", ROW_TILE_CONFIGS[index])
     seed = seed_of("row tile shape", index)
     compare(2, 40, 37, 0, "forward", "right_pad", True, 5.0, seed=seed)
+
+
+@pytest.mark.parametrize("index", range(len(FUSED_CONFIGS)))
+@pytest.mark.parametrize("step", ["plain", "trimmed"])  # configs.FUSED_STEP
+@pytest.mark.parametrize("direction, block_len", [("forward", 0), ("diag", 20)])
+def test_every_fused_backward_shape(monkeypatch, fused_backward, index, step, direction,
+                                    block_len):
+    # Each autotune shape (FUSED_ROWS rows x BD features) of the fused backward on its own
+    # (use_only_config), with either key loop: d = 37 leaves every shape's last feature tile
+    # partly past d, n = 40 (300 on a GPU, with 64-row tiles) a partial last query tile.
+    monkeypatch.setattr(configs, "FUSED_STEP", step)
+    use_only_config(monkeypatch, "bwd_fused", FUSED_CONFIGS[index])
+    seed = seed_of("fused shape", index, step, direction)
+    compare(2, 300 if HAS_CUDA else 40, 37, block_len, direction, "right_pad", True, 5.0, seed)
+
+
+def test_unautotuned_launch_takes_the_configs_register_cap(monkeypatch):
+    # With autotuning off (the GPU tests), a launch takes the first config's whole launch
+    # arguments: a capped shape's register cap too, so the tests above compile it as tuned.
+    monkeypatch.setattr(configs, "INTERPRET", False)
+    monkeypatch.setattr(configs, "AUTOTUNE", False)
+    capped, = [c for c in configs.FUSED_CONFIGS if c.maxnreg]
+    use_only_config(monkeypatch, "bwd_fused", capped)
+    kernel, meta = configs.kernel_and_meta("bwd_fused", 300, 1)
+    assert kernel is configs.PLAIN["bwd_fused"]
+    assert meta == dict(capped.kwargs, num_warps=1, num_ctas=1, num_stages=1,
+                        maxnreg=configs.FUSED_MAXNREG)
 
 
 def test_non_contiguous_inputs():

@@ -3,6 +3,8 @@
 (Named uniquely: the test folders have no __init__.py, so a plain `helpers` or `conftest` import
 could pick up another folder's module.)
 """
+import zlib
+
 import torch
 
 from attn_cases import make_mask  # the mask kinds of every backend's tests
@@ -26,6 +28,33 @@ def float32_atol(scale: float) -> float:
     numpy math is correctly rounded, so on CPU the errors stay near 1e-6.
     """
     return 2e-5 + 1.5e-6 * scale
+
+
+def seed_of(*params) -> int:
+    """A seed for make_inputs from a test case's parameters: every case draws its own inputs."""
+    return zlib.crc32(repr(params).encode()) % 10_000
+
+
+def distinct_configs(configs_list) -> list:
+    """A kernel's autotune configs to test one at a time: every one on a GPU; in the
+    interpreter, which has no warps or register caps, one of each tile shape (several configs
+    share one)."""
+    from blosa_kernels import configs
+
+    return [c for i, c in enumerate(configs_list)
+            if not configs.INTERPRET or all(c.kwargs != o.kwargs for o in configs_list[:i])]
+
+
+def use_only_config(monkeypatch, kind: str, config) -> None:
+    """Launch kernel `kind` with autotune config `config` alone: in the interpreter its tile, on
+    a GPU (where the tests launch the first config, autotuning off) the config compiled, with
+    its register cap. The autotuner times a kernel's configs, it does not check them."""
+    from blosa_kernels import configs
+
+    monkeypatch.setitem(configs.CONFIGS, kind, ([config], configs.CONFIGS[kind][1]))
+    plain_meta = configs.interpreter_meta
+    monkeypatch.setattr(configs, "interpreter_meta", lambda k, d, R=1: (
+        dict(config.kwargs) if k == kind else plain_meta(k, d, R)))
 
 
 def record_launches(monkeypatch, flag: str) -> list:
