@@ -81,7 +81,10 @@ step "kernel rates"
 # 197 to 167 instructions a key (triton 3.6, the autotuner's pick, no mask); Triton's per-pair
 # kernels compiled for the call's d (pairs-static-d; configs.PAIRS_STATIC_D), their rows' offsets
 # constants: the dense bfloat16 r = 8 forward 464 -> 376 instructions and its backward 736 ->
-# 680, for the r = 8 forward 5% short of 1.3e12 and the training step 22% short of 0.5e12;
+# 680, for the r = 8 forward 5% short of 1.3e12 and the training step 22% short of 0.5e12, and
+# its autotuner's wide shapes (configs.PAIRS_WIDE_CONFIGS: 2 or 4 elements a thread, each row
+# moved as a 4- or 8-byte vector a thread instead of 2 bytes; 312-332 instructions an element
+# forward, 592 backward);
 # Triton's row-tile forward taking every other key's 16-bit exp2 from a polynomial on the FMA
 # pipe (rows-poly; configs.ROWS_EXP2), for its one-block bfloat16 forward, 0.5-1% short of
 # 1.3e12 with the special-function unit its bound. Last, to confirm what the third run of
@@ -95,8 +98,8 @@ step "kernel rates"
 # (bench/RESULTS.md) and take `--cuda-variants` / `--triton-variants` by hand: their time goes
 # to the tests. Up to 240 s (of the 69 s the host lines no longer take): 120 s on 2026-11-28
 # with three variants; fused-trimmed first compiles the fused backward's five autotune shapes
-# for new keys (two dtypes), pairs-static-d the per-pair kernels' four for d = 300 (two
-# dtypes, forward and backward), rows-poly the row-tile forward's eight for two new keys.
+# for new keys (two dtypes), pairs-static-d the per-pair kernels' six (forward) and five
+# (backward) for d = 300 (two dtypes), rows-poly the row-tile forward's eight for two new keys.
 timed rates ${RATES_TIMEOUT:-240} $PY bench/gpu_rates.py --out "$LOG/rates.json" \
   --cuda-variants small-staged,small-staged+staged-blocks8,sums-one,rcp-mufu \
   --triton-variants fused-trimmed,pairs-static-d,rows-poly,bias-sum+rcp-div > "$LOG/rates.md" 2>&1

@@ -406,13 +406,14 @@ def variant_table(records: list[dict]) -> list[str]:
 
 
 def triton_picks() -> list[str]:
-    """The shape the Triton autotuner chose for each kernel and key it tuned in this process."""
+    """The shape the Triton autotuner chose for each kernel and key it tuned in this process
+    (the per-pair kernels compiled for one d, with their wide shapes, have keys ending in d)."""
     try:
         from blosa_kernels import configs
     except ImportError:
         return []
     picks = []
-    for kind, tuned in configs.TUNED.items():
+    for kind, tuned in [*configs.TUNED.items(), *configs.TUNED_STATIC_D.items()]:
         for key, config in getattr(tuned, "cache", {}).items():
             shape = dict(config.kwargs, num_warps=config.num_warps)
             if config.maxnreg:  # a register-capped shape (configs.ROWS_MAXNREG, FUSED_MAXNREG)

@@ -9,9 +9,11 @@ too, and must not spill: a config the GPU autotuner tries must build, and one th
 only waste its time (registers and stack from `cuobjdump -res-usage`, the copy triton bundles).
 Nor may a per-block kernel whose warps fit on its blocks have a barrier, nor a per-pair kernel any
 (must_not_sync). Nor may any kernel add two plain products in its LLVM IR (summed_products), nor
-leave a product and a sum for ptxas to fuse or not (products_left_to_ptxas). Needs
-TRITON_INTERPRET unset. Exit status 0 when all compile, none spills, none syncs and no sum is
-left to the compiler's choice.
+leave a product and a sum for ptxas to fuse or not (products_left_to_ptxas). The per-pair
+kernels' configs compiled for one d (D) compile as the JIT compiles the benchmark's call, with
+its aligned pointers and sizes (launch_attrs): their wide shapes' vector loads show only then.
+Needs TRITON_INTERPRET unset. Exit status 0 when all compile, none spills, none syncs and no sum
+is left to the compiler's choice.
 With --cubin-dir DIR it also writes each binary there, named kernel-dtype-scalars.cubin (with
 -2, -3, ... for a kernel's second, third case in one dtype, in the order of cases()), and
 each autotune config's, kernel-dtype-wWARPS-TILES.cubin (config_cubin_name; e.g.
@@ -181,7 +183,8 @@ def config_cases():
     every kernel, on the kernel's first case of cases(); the row-tile forward's also on its first
     case with POLY_EXP2 (configs.ROWS_EXP2 = "half-poly", which has another loop), the per-pair
     kernels' on their first with D (configs.PAIRS_STATIC_D: compiled for one d), the fused
-    backward's on its first with TRIMMED (configs.FUSED_STEP = "trimmed", another loop)."""
+    backward's on its first with TRIMMED (configs.FUSED_STEP = "trimmed", another loop), with
+    D also configs.PAIRS_WIDE_CONFIGS."""
     from blosa_kernels import configs
 
     first = {}
@@ -196,8 +199,24 @@ def config_cases():
             if (fn, variant) not in first:
                 continue
             dtype, constexprs = first[fn, variant]
+            if variant[1]:
+                kernel_configs = kernel_configs + configs.PAIRS_WIDE_CONFIGS.get(kind, [])
             for config in kernel_configs:
                 yield fn, dtype, dict(constexprs, **config.kwargs), config.num_warps, config.maxnreg
+
+
+def launch_attrs(fn, signature: dict, constexprs: dict) -> dict:
+    """What the JIT knows of the benchmark's dense per-pair call compiled for its d (D): its
+    pointers 16-byte aligned, its sequence length (384), blocks a sequence (48) and element
+    count (921600 at B = 64) multiples of 16. A launch specializes on both (a pointer's
+    alignment, an integer's divisibility by 16) and, with D, the per-pair kernels' loads and
+    stores vectorize on them (configs.PAIRS_WIDE_CONFIGS); without them no binary here would
+    show it. Every other case compiles as for any pointers and sizes."""
+    if not (fn.__name__ in ("fwd_pairs_kernel", "bwd_pairs_kernel") and constexprs.get("D")):
+        return {}
+    aligned = [name for name, kind in signature.items()
+               if kind.startswith("*") or name in ("n", "nblk", "total")]
+    return {(fn.arg_names.index(name),): [["tt.divisibility", 16]] for name in aligned}
 
 
 # The constexprs that name an autotune config's tile, in its binary's name and its printout.
@@ -354,8 +373,9 @@ def main(argv=None) -> int:
         options = dict(num_warps=num_warps, num_stages=1)
         if maxnreg:
             options["maxnreg"] = maxnreg
-        kernel = triton.compile(ASTSource(fn=fn, signature=signature, constexprs=constexprs), target=target,
-                                options=options)
+        source = ASTSource(fn=fn, signature=signature, constexprs=constexprs,
+                           attrs=launch_attrs(fn, signature, constexprs))
+        kernel = triton.compile(source, target=target, options=options)
         usage = resources(kernel.asm["cubin"])
         if args.cubin_dir:
             name = config_cubin_name(fn.__name__, dtype, num_warps, constexprs, maxnreg)

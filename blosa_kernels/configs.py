@@ -266,6 +266,23 @@ DKV_CONFIGS = [_cfg(w, BN=t, BD=bd) for w, t, bd in _SHAPES]
 # tiles they had before to 80-106 and 168. The shapes differ in warps a program; the first has
 # the size of the autotuner's pick for every r = 8 key on the H200 (2026-11-27; 4 warps).
 PAIRS_CONFIGS = [_cfg(w, BLOCK=32 * w) for w in (4, 8, 2, 16)]
+# With D (PAIRS_STATIC_D), shapes of 2 and 4 elements a thread too (BLOCK = 64 or 128 x
+# warps), whose loads and stores the compiler vectorizes. With d a constant it proves a thread's
+# elements consecutive in memory: an element's block, e // d, is constant over runs as long as
+# the largest power of two dividing d (4 at d = 300; Triton's axis analysis). With the launch's
+# pointers 16-byte aligned and its element count a multiple of 16, which the JIT specializes
+# on, it proves them aligned too (compile_check.launch_attrs). Then at d = 300 each row's load
+# and store moves 4 bytes a thread (LDG.E) with 2 elements, 8 (LDG.E.64) with 4, where one
+# element a thread moves 2: a warp's 64 bytes of a 600-byte row, as CUDA's r = 8 kernels do,
+# which kept L2 72-86% busy for DRAM's 44-53% on the H200 (bench/RESULTS.md). The same
+# arithmetic an element with fewer instructions (sm_90, bfloat16, r = 8, dense, triton 3.8;
+# instructions / elements a thread, registers): forward 376 / 1 (32), 664 / 2 (56), 1248 / 4
+# (80); backward 680 / 1 (56), 1184 / 2 (96), and 4 took 185 registers (8 warps an SM). With d
+# an argument (D = 0) the compiler proves none of it: more elements a thread only take more
+# registers, so those calls keep PAIRS_CONFIGS. Not yet measured (gpu_rates variant
+# pairs-static-d, whose autotuner takes these where they are faster).
+PAIRS_WIDE_CONFIGS = {"fwd_pairs": [_cfg(4, BLOCK=256), _cfg(4, BLOCK=512)],
+                      "bwd_pairs": [_cfg(4, BLOCK=256)]}
 # Element indices of the per-pair kernels stay in int32 up to this many elements (B · nblk · d),
 # so that no program's index passes 2^31 - 1; beyond it they are int64 (INDEX64, a divide by d
 # per element in 64 bits). Tests lower it to run that variant on small shapes.
@@ -326,18 +343,23 @@ CONFIGS = {
     "bwd_dkv_sums": (DKV_SUMS_CONFIGS, ["d", "DIR", "TRIMMED"]),
 }
 TUNED = {} if INTERPRET else {k: _tuned(PLAIN[k], *CONFIGS[k]) for k in PLAIN}
+# The per-pair kernels compiled for one d (D > 0) tune over PAIRS_WIDE_CONFIGS too.
+TUNED_STATIC_D = {} if INTERPRET else {k: _tuned(PLAIN[k], CONFIGS[k][0] + wide, CONFIGS[k][1])
+                                        for k, wide in PAIRS_WIDE_CONFIGS.items()}
 # On the GPU, autotune (the first call per autotune key benchmarks each config). Off: every
 # launch uses the first config of each list, which saves compile time (the GPU test suite
 # turns it off; BLOSA_TRITON_AUTOTUNE=0 does the same).
 AUTOTUNE = os.environ.get("BLOSA_TRITON_AUTOTUNE", "1") not in ("", "0")
 
 
-def kernel_and_meta(kind: str, d: int, R: int):
-    """(kernel, launch keyword arguments) for kernel `kind` under the current settings."""
+def kernel_and_meta(kind: str, d: int, R: int, static_d: bool = False):
+    """(kernel, launch keyword arguments) for kernel `kind` under the current settings;
+    static_d: a per-pair kernel compiled for the call's d (its D), which autotunes over
+    PAIRS_WIDE_CONFIGS too."""
     if INTERPRET:
         return PLAIN[kind], interpreter_meta(kind, d, R)
     if AUTOTUNE:
-        return TUNED[kind], {}
+        return (TUNED_STATIC_D if static_d and kind in TUNED_STATIC_D else TUNED)[kind], {}
     cfg = CONFIGS[kind][0][0]
     # all_kwargs: the tile, warps and stages, and the register cap of a capped config.
     return PLAIN[kind], cfg.all_kwargs()

@@ -46,7 +46,7 @@ def _cdiv(a, b):
 
 
 def _launch(kind, L, grid, *args, **flags):
-    kernel, meta = configs.kernel_and_meta(kind, L.d, L.R)
+    kernel, meta = configs.kernel_and_meta(kind, L.d, L.R, static_d=bool(flags.get("D")))
     if L.traced:
         kernel = wrap_triton(kernel)
     elif isinstance(kernel, Autotuner):

@@ -4,22 +4,25 @@ paper's r = 8 and shorter.
 fwd_blocks_kernel and bwd_blocks_kernel keep a block's R rows on an axis of their tile, so each
 key step computes all R queries and masks out the pairs the direction forbids: at r = 8 under
 "forward" or "backward", 56 (query, key) pairs per block and feature for 28 allowed ones. Here
-a thread owns one (block, feature) element, holds each of the block's R rows as a tile of its
-own (a tuple of R [BLOCK] tiles), and the loops over queries and keys are unrolled at compile
-time (`tl.static_range`), so the direction's rule is decided while compiling and only its pairs
-are computed: r(r - 1)/2 under "forward" and "backward", r(r - 1) under "diag", r² under "all".
-What the compiler cannot know stays a per-pair test: a row past the end of a short block (r < R)
-or of the sequence, and the padding mask. With DENSE (no mask, and every block has all R
-tokens: r = R divides n) the compiler knows those too: no mask byte is loaded and no row tested.
+a thread owns one (block, feature) element (or a few: below), holds each of the block's R
+rows as a tile of its own (a tuple of R [BLOCK] tiles), and the loops over queries and keys are
+unrolled at compile time (`tl.static_range`), so the direction's rule is decided while
+compiling and only its pairs are computed: r(r - 1)/2 under "forward" and "backward", r(r - 1)
+under "diag", r² under "all". What the compiler cannot know stays a per-pair test: a row past
+the end of a short block (r < R) or of the sequence, and the padding mask. With DENSE (no mask,
+and every block has all R tokens: r = R divides n) the compiler knows those too: no mask byte is
+loaded and no row tested.
 
 A program owns BLOCK consecutive elements of the flattened [B · nblk, d] grid of (block,
 feature) elements, as the CUDA small-block kernels' thread blocks do (program_elements):
 consecutive threads take consecutive features, so each of a program's row loads covers BLOCK
 contiguous elements (one run per block it spans), consecutive programs take the elements after,
-and the grid reads and writes its tensors in address order. (Tiles of [G blocks, BD features],
-as these kernels had before, read a 300-feature row in pieces of 32 or 64 features, the rest of
-the row by programs of other feature tiles that ran at another time, and padded d = 300 to 320
-lanes.)
+and the grid reads and writes its tensors in address order. BLOCK is 32 x warps (one element a
+thread) or, for kernels compiled for one d, also 2 or 4 times that (configs.PAIRS_WIDE_CONFIGS):
+a thread's consecutive elements, whose rows then move as vectors. (Tiles of [G blocks, BD
+features], as these kernels had before, read a 300-feature row in pieces of 32 or 64 features,
+the rest of the row by programs of other feature tiles that ran at another time, and padded
+d = 300 to 320 lanes.)
 
 Same meaning, numerics and conventions as the per-block kernels (forward.py, backward.py): scores
 in [-c, c] shifted by c (FIXED_PIVOT) or by a running max that starts at -c; lse +inf for a

@@ -412,11 +412,16 @@ def test_triton_picks_name_each_tuned_shape(monkeypatch):
                  (300, 512, 0, False): triton.Config({"BM": 64, "BD": 64}, num_warps=8),
                  (300, 512, 0, True): triton.Config({"BM": 64, "BD": 32}, num_warps=4, maxnreg=168)}
 
+    class TunedForOneD:  # the per-pair forward compiled for d = 300, one key tuned
+        cache = {(300, 8, 0, True, 2, 300): triton.Config({"BLOCK": 512}, num_warps=4)}
+
     monkeypatch.setattr(configs, "TUNED", {"fwd_rows": Tuned()})
+    monkeypatch.setattr(configs, "TUNED_STATIC_D", {"fwd_pairs": TunedForOneD()})
     assert gpu_rates.triton_picks() == [
         "- fwd_rows, (300, 8, 0, True): {'BM': 64, 'BD': 32, 'num_warps': 16}",
         "- fwd_rows, (300, 512, 0, False): {'BM': 64, 'BD': 64, 'num_warps': 8}",
         "- fwd_rows, (300, 512, 0, True): {'BM': 64, 'BD': 32, 'num_warps': 4, 'maxnreg': 168}",
+        "- fwd_pairs, (300, 8, 0, True, 2, 300): {'BLOCK': 512, 'num_warps': 4}",
     ]
 
 

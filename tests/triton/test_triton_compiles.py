@@ -311,12 +311,68 @@ def test_trimmed_sums_have_two_tiles_loads_in_flight(cubins):
     assert loads[True] == 3 * loads[False], loads
 
 
+@pytest.mark.parametrize("stage", ["fwd", "bwd"])
+def test_wide_pair_shapes_move_rows_as_vectors(cubins, stage):
+    # configs.PAIRS_WIDE_CONFIGS: the per-pair kernels compiled for d = 300 with 2 or 4 (block,
+    # feature) elements a thread, as the JIT compiles the benchmark's dense bfloat16 r = 8 call
+    # (compile_check.launch_attrs): each row's load and store moves a thread's elements as one
+    # vector of 2 bytes each (LDG.E for 2, LDG.E.64 for 4), none element by element, so the
+    # load instructions stay those of one element; and fewer instructions an element than one
+    # element a thread (sm_90, triton 3.8: forward 376 -> 332 and 312, backward 680 -> 592).
+    # An index the compiler cannot prove consecutive over a thread's elements (d an argument,
+    # or `e // d` replaced by a form it cannot follow) loads them one by one: 2 or 4 times the
+    # LDG.E.U16.
+    from blosa_kernels import configs
+
+    def kernel(config):
+        name = compile_check.config_cubin_name(f"{stage}_pairs_kernel", "bf16", config.num_warps,
+                                               dict(config.kwargs, D=300), None)
+        code = sass_of(cubins, name.removesuffix(".cubin"))
+        return code, config.kwargs["BLOCK"] // (32 * config.num_warps)
+
+    def loads(code, width):
+        return sum(bool(re.search(rf"\bLDG\.E{width}(?=\s)", text)) for _, text in code)
+
+    one, _ = kernel(configs.PAIRS_CONFIGS[0])
+    assert loads(one, ".U16") >= 20
+    for config in configs.PAIRS_WIDE_CONFIGS[f"{stage}_pairs"]:
+        code, elements = kernel(config)
+        width = {2: "", 4: ".64"}[elements]
+        assert loads(code, width) == loads(one, ".U16") and loads(code, ".U16") == 0, config
+        assert len(code) / elements <= 0.9 * len(one), (config, len(code), len(one))
+
+
+def test_pair_kernels_for_one_d_autotune_over_the_wide_shapes():
+    # On a GPU (no interpreter), a per-pair launch compiled for the call's d (D > 0: the op
+    # passes static_d) takes the autotuner whose list ends with PAIRS_WIDE_CONFIGS; one with d
+    # an argument, or with autotuning off, takes the list without them.
+    run_without_interpreter("-c", """
+from blosa_kernels import configs
+for kind, wide in configs.PAIRS_WIDE_CONFIGS.items():
+    plain = configs.CONFIGS[kind][0]
+    tuned, meta = configs.kernel_and_meta(kind, 300, 8, static_d=True)
+    assert tuned is configs.TUNED_STATIC_D[kind] and meta == {}
+    assert [c.all_kwargs() for c in tuned.configs] == [c.all_kwargs() for c in plain + wide]
+    assert configs.kernel_and_meta(kind, 300, 8)[0] is configs.TUNED[kind]
+    assert [c.all_kwargs() for c in configs.TUNED[kind].configs] == [c.all_kwargs() for c in plain]
+    configs.AUTOTUNE = False
+    kernel, meta = configs.kernel_and_meta(kind, 300, 8, static_d=True)
+    assert kernel is configs.PLAIN[kind] and meta == plain[0].all_kwargs()
+    configs.AUTOTUNE = True
+assert configs.kernel_and_meta("fwd_rows", 300, 1, static_d=True)[0] is configs.TUNED["fwd_rows"]
+""")
+
+
 def test_per_pair_report_lists_every_config(cubins):
+    from blosa_kernels import configs
+
     rows = sass_loads.per_pair_report(str(cubins)).splitlines()[2:]
     names = [row.split(" | ")[0].strip("| ") for row in rows]
-    # Four autotune configs of each of the four kernels, the per-pair ones' again for d = 300.
-    assert len(names) == 24
-    assert sum(name.endswith("-d300.cubin") for name in names) == 8
+    # Four autotune configs of each of the four kernels, the per-pair ones' again for d = 300
+    # with their wide shapes.
+    wide = sum(map(len, configs.PAIRS_WIDE_CONFIGS.values()))
+    assert len(names) == 24 + wide
+    assert sum(name.endswith("-d300.cubin") for name in names) == 8 + wide
     assert {name.split("-")[0] for name in names} == {"fwd_blocks_kernel", "bwd_blocks_kernel",
                                                      "fwd_pairs_kernel", "bwd_pairs_kernel"}
 

@@ -8,8 +8,9 @@ import pytest
 import torch
 
 from blosa.reference import masked_block_attn_ref
-from blosa_kernels import masked_block_attn_triton, masked_block_attn_triton_fwd
-from triton_testing import HAS_CUDA, assert_within_twice_reference, make_inputs, run, use_path
+from blosa_kernels import configs, masked_block_attn_triton, masked_block_attn_triton_fwd
+from triton_testing import (HAS_CUDA, assert_within_twice_reference, make_inputs, run,
+                            use_only_config, use_path)
 
 pytestmark = pytest.mark.skipif(not HAS_CUDA, reason="needs a CUDA GPU (compiled Triton kernels)")
 DIRECTIONS = ("forward", "backward", "diag", "all")
@@ -58,8 +59,6 @@ def test_compiled_half_within_twice_reference_error(dtype, block_len, direction)
 def test_compiled_row_tile_polynomial_exp2(monkeypatch, dtype, block_len, direction):
     # configs.ROWS_EXP2 = "half-poly" compiled, with tanh.approx: several row tiles, keys that
     # every query of a tile attends and keys at its diagonal, odd and even key counts (257).
-    from blosa_kernels import configs
-
     monkeypatch.setattr(configs, "ROWS_EXP2", "half-poly")
     check_half(dtype, 257, block_len, direction, seed=5)
 
@@ -70,8 +69,6 @@ def test_compiled_trimmed_fused_backward(monkeypatch, autotuned, dtype, block_le
     # configs.FUSED_STEP = "trimmed", autotuned (the shape it picks is the one the benchmark
     # runs), with tanh.approx: n = 257, one block of five query tiles (the last of one row) and
     # blocks of 130 (three tiles, the second block short), an odd key count in every tile.
-    from blosa_kernels import configs
-
     monkeypatch.setattr(configs, "FUSED_STEP", "trimmed")
     check_half(dtype, 257, block_len, direction, seed=7)
 
@@ -81,8 +78,6 @@ def test_compiled_pair_kernels_for_one_d_at_the_benchmarks_d(monkeypatch, mask_k
     # configs.PAIRS_STATIC_D compiled at d = 300, r = 8, bfloat16 (rows 600 bytes apart: the
     # offsets compile_check's test reads in the machine code): the bits of the kernels that take
     # d as an argument, and within twice the reference's error.
-    from blosa_kernels import configs
-
     inputs = make_inputs(4, 384, 300, mask_kind, True, 17, torch.bfloat16, "cuda")
     settings = (8, "forward", 5.0)
     monkeypatch.setattr(configs, "PAIRS_STATIC_D", True)
@@ -93,6 +88,24 @@ def test_compiled_pair_kernels_for_one_d_at_the_benchmarks_d(monkeypatch, mask_k
         assert torch.equal(a, b), name
     low = run(masked_block_attn_ref, *inputs, *settings)
     assert_within_twice_reference(NAMES, got, low, reference64_cuda(*inputs, *settings))
+
+
+@pytest.mark.parametrize("kind, config", [(kind, config) for kind, wide in
+                                           configs.PAIRS_WIDE_CONFIGS.items() for config in wide])
+@pytest.mark.parametrize("mask_kind", ["none", "holes"])
+def test_compiled_wide_pair_shapes_at_the_benchmarks_d(monkeypatch, kind, config, mask_kind):
+    # configs.PAIRS_WIDE_CONFIGS at d = 300, r = 8, bfloat16, each alone: compiled for this
+    # launch (aligned inputs, 4 · 48 · 300 elements), so their rows move as 4- and 8-byte
+    # vectors (compile_check's test reads it in the machine code); the bits of one element a
+    # thread.
+    inputs = make_inputs(4, 384, 300, mask_kind, True, 19, torch.bfloat16, "cuda")
+    settings = (8, "forward", 5.0)
+    monkeypatch.setattr(configs, "PAIRS_STATIC_D", True)
+    one = run(masked_block_attn_triton, *inputs, *settings)
+    use_only_config(monkeypatch, kind, config)
+    got = run(masked_block_attn_triton, *inputs, *settings)
+    for name, a, b in zip(NAMES, got, one):
+        assert torch.equal(a, b), name
 
 
 @pytest.mark.parametrize("direction", DIRECTIONS)

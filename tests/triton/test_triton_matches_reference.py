@@ -197,6 +197,54 @@ def test_pair_kernels_compiled_for_one_d_with_int64_indices(monkeypatch, mask_ki
     assert flags == [("fwd_pairs", True), ("bwd_pairs", True)]
 
 
+WIDE_PAIR_SHAPES = [(kind, config) for kind, wide in configs.PAIRS_WIDE_CONFIGS.items()
+                    for config in wide]
+
+
+@pytest.mark.parametrize("index", range(len(WIDE_PAIR_SHAPES)))
+@pytest.mark.parametrize("mask_kind, n, d, block_len, direction", [
+    ("none", 48, 36, 8, "forward"),  # dense; 4 divides d: a thread's elements share one block
+    ("holes", 45, 37, 8, "all"),  # a mask, a short last block, odd d
+    ("right_pad", 40, 22, 5, "diag"),  # blocks of 5 (R = 8), 2 but not 4 dividing d
+])
+def test_every_wide_pair_shape(monkeypatch, index, mask_kind, n, d, block_len, direction):
+    # Each of configs.PAIRS_WIDE_CONFIGS (2 or 4 elements a thread; the per-pair kernels
+    # compiled for the call's d) on its own (use_only_config): the reference's results and the
+    # bits of one element a thread. 3 sequences of 6 or 8 blocks: 528 to 666 elements, so
+    # programs of 256 and 512 elements start inside blocks and sequences.
+    kind, config = WIDE_PAIR_SHAPES[index]
+    monkeypatch.setattr(configs, "PAIRS_STATIC_D", True)
+    inputs = make_inputs(3, n, d, mask_kind, True, seed_of(index, mask_kind, "wide"),
+                         torch.float32, DEVICE)
+    settings = (block_len, direction, 5.0)
+    one = run(masked_block_attn_triton, *inputs, *settings)
+    use_only_config(monkeypatch, kind, config)
+    flags = record_launches(monkeypatch, "D")
+    got = run(masked_block_attn_triton, *inputs, *settings)
+    assert flags == [("fwd_pairs", d), ("bwd_pairs", d)]
+    check(("wide", kind, config, mask_kind, n, d), got, reference64(*inputs, *settings))
+    for name, a, b in zip(NAMES, got, one):
+        assert torch.equal(a, b), name
+
+
+def test_pair_launches_for_one_d_ask_for_the_wide_shapes(monkeypatch):
+    # The op asks configs.kernel_and_meta for the autotuner with PAIRS_WIDE_CONFIGS (static_d)
+    # exactly where it compiles the per-pair kernels for the call's d.
+    asked = []
+    kernel_and_meta = configs.kernel_and_meta
+
+    def recording(kind, d, R, static_d=False):
+        asked.append((kind, static_d))
+        return kernel_and_meta(kind, d, R, static_d)
+
+    monkeypatch.setattr(configs, "kernel_and_meta", recording)
+    for setting in (True, False):
+        monkeypatch.setattr(configs, "PAIRS_STATIC_D", setting)
+        compare(2, 16, 12, 8, "forward", "none", True, 5.0, seed=seed_of("asks", setting))
+    assert asked == [("fwd_pairs", True), ("bwd_pairs", True), ("fwd_pairs", False),
+                     ("bwd_pairs", False)]
+
+
 @pytest.mark.parametrize("B, n, d, block_len", [(3, 40, 9, 8), (2, 21, 33, 4), (5, 7, 5, 3)])
 def test_pair_kernels_across_programs(launches, B, n, d, block_len):
     # Each program takes a run of (block, feature) elements of the flattened [B · nblk, d]
