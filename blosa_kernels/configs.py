@@ -277,10 +277,14 @@ PAIRS_CONFIGS = [_cfg(w, BLOCK=32 * w) for w in (4, 8, 2, 16)]
 # which kept L2 72-86% busy for DRAM's 44-53% on the H200 (bench/RESULTS.md). The same
 # arithmetic an element with fewer instructions (sm_90, bfloat16, r = 8, dense, triton 3.8;
 # instructions / elements a thread, registers): forward 376 / 1 (32), 664 / 2 (56), 1248 / 4
-# (80); backward 680 / 1 (56), 1184 / 2 (96), and 4 took 185 registers (8 warps an SM). With d
-# an argument (D = 0) the compiler proves none of it: more elements a thread only take more
-# registers, so those calls keep PAIRS_CONFIGS. Not yet measured (gpu_rates variant
-# pairs-static-d, whose autotuner takes these where they are faster).
+# (80); backward 680 / 1 (56), 1184 / 2 (96); a backward of 4 elements a thread is left out for
+# its registers. But the wide forwards read 8-17 of their loads before issuing the last (none
+# with one element; triton 3.6 and 3.8), so each makes two round trips to memory (`python -m
+# blosa_kernels.compile_check --cubin-dir DIR`, then `python bench/sass_loads.py --whole --so
+# DIR/fwd_pairs_kernel-bf16-w4-BLOCK512-d300.cubin --kernels pairs`). With d an argument (D = 0)
+# the compiler proves none of it: more elements a thread only take more registers, so those
+# calls keep PAIRS_CONFIGS. Not yet measured (gpu_rates variant pairs-static-d, whose
+# autotuner takes these where they are faster).
 PAIRS_WIDE_CONFIGS = {"fwd_pairs": [_cfg(4, BLOCK=256), _cfg(4, BLOCK=512)],
                       "bwd_pairs": [_cfg(4, BLOCK=256)]}
 # Element indices of the per-pair kernels stay in int32 up to this many elements (B · nblk · d),
@@ -354,12 +358,12 @@ AUTOTUNE = os.environ.get("BLOSA_TRITON_AUTOTUNE", "1") not in ("", "0")
 
 def kernel_and_meta(kind: str, d: int, R: int, static_d: bool = False):
     """(kernel, launch keyword arguments) for kernel `kind` under the current settings;
-    static_d: a per-pair kernel compiled for the call's d (its D), which autotunes over
-    PAIRS_WIDE_CONFIGS too."""
+    static_d: a per-pair kernel (fwd_pairs, bwd_pairs) compiled for the call's d (its D), which
+    autotunes over PAIRS_WIDE_CONFIGS too."""
     if INTERPRET:
         return PLAIN[kind], interpreter_meta(kind, d, R)
     if AUTOTUNE:
-        return (TUNED_STATIC_D if static_d and kind in TUNED_STATIC_D else TUNED)[kind], {}
+        return (TUNED_STATIC_D if static_d else TUNED)[kind], {}
     cfg = CONFIGS[kind][0][0]
     # all_kwargs: the tile, warps and stages, and the register cap of a capped config.
     return PLAIN[kind], cfg.all_kwargs()

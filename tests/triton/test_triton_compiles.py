@@ -359,7 +359,6 @@ for kind, wide in configs.PAIRS_WIDE_CONFIGS.items():
     kernel, meta = configs.kernel_and_meta(kind, 300, 8, static_d=True)
     assert kernel is configs.PLAIN[kind] and meta == plain[0].all_kwargs()
     configs.AUTOTUNE = True
-assert configs.kernel_and_meta("fwd_rows", 300, 1, static_d=True)[0] is configs.TUNED["fwd_rows"]
 """)
 
 

@@ -10,7 +10,7 @@ import torch
 from blosa.reference import masked_block_attn_ref
 from blosa_kernels import configs, masked_block_attn_triton, masked_block_attn_triton_fwd
 from triton_testing import (HAS_CUDA, assert_within_twice_reference, make_inputs, run,
-                            use_only_config, use_path)
+                            use_only_config, use_path, wide_pair_shapes)
 
 pytestmark = pytest.mark.skipif(not HAS_CUDA, reason="needs a CUDA GPU (compiled Triton kernels)")
 DIRECTIONS = ("forward", "backward", "diag", "all")
@@ -90,8 +90,7 @@ def test_compiled_pair_kernels_for_one_d_at_the_benchmarks_d(monkeypatch, mask_k
     assert_within_twice_reference(NAMES, got, low, reference64_cuda(*inputs, *settings))
 
 
-@pytest.mark.parametrize("kind, config", [(kind, config) for kind, wide in
-                                           configs.PAIRS_WIDE_CONFIGS.items() for config in wide])
+@pytest.mark.parametrize("kind, config", wide_pair_shapes())
 @pytest.mark.parametrize("mask_kind", ["none", "holes"])
 def test_compiled_wide_pair_shapes_at_the_benchmarks_d(monkeypatch, kind, config, mask_kind):
     # configs.PAIRS_WIDE_CONFIGS at d = 300, r = 8, bfloat16, each alone: compiled for this

@@ -17,7 +17,8 @@ import blosa
 from blosa_kernels import configs, masked_block_attn_triton, masked_block_attn_triton_fwd
 from attn_cases import MASK_KINDS
 from triton_testing import (DEVICE, HAS_CUDA, RTOL, distinct_configs, float32_atol, make_inputs,
-                            record_launches, reference64, run, seed_of, use_only_config, use_path)
+                            record_launches, reference64, run, seed_of, use_only_config, use_path,
+                            wide_pair_shapes)
 
 DIRECTIONS = ("forward", "backward", "diag", "all")
 NAMES = ("out", "d_dep", "d_head", "d_value", "d_bias")
@@ -197,8 +198,7 @@ def test_pair_kernels_compiled_for_one_d_with_int64_indices(monkeypatch, mask_ki
     assert flags == [("fwd_pairs", True), ("bwd_pairs", True)]
 
 
-WIDE_PAIR_SHAPES = [(kind, config) for kind, wide in configs.PAIRS_WIDE_CONFIGS.items()
-                    for config in wide]
+WIDE_PAIR_SHAPES = wide_pair_shapes()
 
 
 @pytest.mark.parametrize("index", range(len(WIDE_PAIR_SHAPES)))

@@ -45,6 +45,13 @@ def distinct_configs(configs_list) -> list:
             if not configs.INTERPRET or all(c.kwargs != o.kwargs for o in configs_list[:i])]
 
 
+def wide_pair_shapes() -> list:
+    """(kernel kind, config) of each of configs.PAIRS_WIDE_CONFIGS, to test one at a time."""
+    from blosa_kernels import configs
+
+    return [(kind, config) for kind, wide in configs.PAIRS_WIDE_CONFIGS.items() for config in wide]
+
+
 def use_only_config(monkeypatch, kind: str, config) -> None:
     """Launch kernel `kind` with autotune config `config` alone: in the interpreter its tile, on
     a GPU (where the tests launch the first config, autotuning off) the config compiled, with
