@@ -279,7 +279,8 @@ PAIRS_CONFIGS = [_cfg(w, BLOCK=32 * w) for w in (4, 8, 2, 16)]
 # instructions / elements a thread, registers): forward 376 / 1 (32), 664 / 2 (56), 1248 / 4
 # (80); backward 680 / 1 (56), 1184 / 2 (96); a backward of 4 elements a thread is left out for
 # its registers. But the wide forwards read 8-17 of their loads before issuing the last (none
-# with one element; triton 3.6 and 3.8), so each makes two round trips to memory (`python -m
+# with one element; triton 3.6 and 3.8), so each makes two round trips to memory: ptxas's
+# schedule, which no load order in the source changed (bench/RESULTS.md; `python -m
 # blosa_kernels.compile_check --cubin-dir DIR`, then `python bench/sass_loads.py --whole --so
 # DIR/fwd_pairs_kernel-bf16-w4-BLOCK512-d300.cubin --kernels pairs`). With d an argument (D = 0)
 # the compiler proves none of it: more elements a thread only take more registers, so those
