@@ -212,7 +212,7 @@ def launch_attrs(fn, signature: dict, constexprs: dict) -> dict:
     alignment, an integer's divisibility by 16) and, with D, the per-pair kernels' loads and
     stores vectorize on them (configs.PAIRS_WIDE_CONFIGS); without them no binary here would
     show it. Every other case compiles as for any pointers and sizes."""
-    if not (fn.__name__ in ("fwd_pairs_kernel", "bwd_pairs_kernel") and constexprs.get("D")):
+    if not constexprs.get("D"):  # only the per-pair kernels have a D
         return {}
     aligned = [name for name, kind in signature.items()
                if kind.startswith("*") or name in ("n", "nblk", "total")]

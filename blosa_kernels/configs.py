@@ -273,19 +273,13 @@ PAIRS_CONFIGS = [_cfg(w, BLOCK=32 * w) for w in (4, 8, 2, 16)]
 # pointers 16-byte aligned and its element count a multiple of 16, which the JIT specializes
 # on, it proves them aligned too (compile_check.launch_attrs). Then at d = 300 each row's load
 # and store moves 4 bytes a thread (LDG.E) with 2 elements, 8 (LDG.E.64) with 4, where one
-# element a thread moves 2: a warp's 64 bytes of a 600-byte row, as CUDA's r = 8 kernels do,
-# which kept L2 72-86% busy for DRAM's 44-53% on the H200 (bench/RESULTS.md). The same
-# arithmetic an element with fewer instructions (sm_90, bfloat16, r = 8, dense, triton 3.8;
-# instructions / elements a thread, registers): forward 376 / 1 (32), 664 / 2 (56), 1248 / 4
-# (80); backward 680 / 1 (56), 1184 / 2 (96); a backward of 4 elements a thread is left out for
-# its registers. But the wide forwards read 8-17 of their loads before issuing the last (none
-# with one element; triton 3.6 and 3.8), so each makes two round trips to memory: ptxas's
-# schedule, which no load order in the source changed (bench/RESULTS.md; `python -m
-# blosa_kernels.compile_check --cubin-dir DIR`, then `python bench/sass_loads.py --whole --so
-# DIR/fwd_pairs_kernel-bf16-w4-BLOCK512-d300.cubin --kernels pairs`). With d an argument (D = 0)
-# the compiler proves none of it: more elements a thread only take more registers, so those
-# calls keep PAIRS_CONFIGS. Not yet measured (gpu_rates variant pairs-static-d, whose
-# autotuner takes these where they are faster).
+# element a thread moves 2 (a warp's 64 bytes of a 600-byte row), with fewer instructions an
+# element and more registers; a backward of 4 elements a thread is left out for its registers.
+# Figures, and the wide forwards' loads that ptxas schedules behind the first math: "Made
+# without a GPU (2026-11-29, session 26)" in bench/RESULTS.md. With d an argument (D = 0) the
+# compiler proves none of it: more elements a thread only take more registers, so those calls
+# keep PAIRS_CONFIGS. Not yet measured (gpu_rates variant pairs-static-d, whose autotuner takes
+# these where they are faster).
 PAIRS_WIDE_CONFIGS = {"fwd_pairs": [_cfg(4, BLOCK=256), _cfg(4, BLOCK=512)],
                       "bwd_pairs": [_cfg(4, BLOCK=256)]}
 # Element indices of the per-pair kernels stay in int32 up to this many elements (B · nblk · d),

@@ -61,11 +61,11 @@ def pair_allowed(u, v, DIR):
 @triton.jit
 def program_elements(n, d, r, nblk, total, R: tl.constexpr, BLOCK: tl.constexpr,
                      DENSE: tl.constexpr, INDEX64: tl.constexpr):
-    """The BLOCK (block, feature) elements of program pid, one a thread, all [BLOCK]: e (the
-    index in the flattened [B · nblk, d] grid, also the element's offset in d_bias_part), m_e
-    (it exists), f (its feature), start (its block's first position in the sequence; unused
-    under DENSE), row0 (that token's row of the [B · n] rows) and base (the offset of feature f
-    of row row0, int64)."""
+    """The BLOCK (block, feature) elements of program pid, all [BLOCK]: e (the index in the
+    flattened [B · nblk, d] grid, also the element's offset in d_bias_part), m_e (it exists), f
+    (its feature), start (its block's first position in the sequence; unused under DENSE), row0
+    (that token's row of the [B · n] rows) and base (the offset of feature f of row row0,
+    int64)."""
     if INDEX64:
         e = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
     else:
