@@ -21,7 +21,8 @@ bwd_fused_kernel-bf16-w8-BM64-BD32, -RN at the end for a config whose registers 
 then -poly for the row-tile forward's POLY_EXP2 loop, -dN for a per-pair kernel compiled for d = N,
 -trimmed for the fused backward's TRIMMED loop),
 for `cuobjdump -sass` (the cuobjdump that triton bundles will do) or
-`python bench/sass_loads.py --so FILE --kernels NAME` (loop sizes, MUFU, barriers, load distances).
+`python bench/sass_loads.py --so FILE --kernels NAME` (loop sizes, MUFU, barriers, load distances),
+and beside each its PTX (the same name, .ptx): the order Triton issued, before ptxas's schedule.
 """
 from __future__ import annotations
 
@@ -334,6 +335,16 @@ def must_not_sync(fn, constexprs: dict, num_warps: int) -> bool:
             and constexprs["TILE"] // constexprs["R"] >= num_warps)
 
 
+def write_binary(kernel, folder: str, name: str) -> None:
+    """Write a compiled kernel's cubin to folder/name and its PTX beside it (name with .ptx):
+    the PTX shows Triton's instruction order before ptxas schedules it."""
+    path = os.path.join(folder, name)
+    with open(path, "wb") as out:
+        out.write(kernel.asm["cubin"])
+    with open(path.removesuffix(".cubin") + ".ptx", "w") as out:
+        out.write(kernel.asm["ptx"])
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--arch", type=int, default=90, help="compute capability, e.g. 80 or 90")
@@ -357,9 +368,7 @@ def main(argv=None) -> int:
             kernel = triton.compile(ASTSource(fn=fn, signature=signature, constexprs=constexprs), target=target)
             assert kernel.asm.get("cubin"), fn.__name__
             if args.cubin_dir:
-                name = stem.format(scalars=float_scalars) + ".cubin"
-                with open(os.path.join(args.cubin_dir, name), "wb") as out:
-                    out.write(kernel.asm["cubin"])
+                write_binary(kernel, args.cubin_dir, stem.format(scalars=float_scalars) + ".cubin")
             sums = sums_left_to_the_compiler(kernel)
             failed += bool(sums)
             status = "FUSES" if sums else "ok "
@@ -378,9 +387,8 @@ def main(argv=None) -> int:
         kernel = triton.compile(source, target=target, options=options)
         usage = resources(kernel.asm["cubin"])
         if args.cubin_dir:
-            name = config_cubin_name(fn.__name__, dtype, num_warps, constexprs, maxnreg)
-            with open(os.path.join(args.cubin_dir, name), "wb") as out:
-                out.write(kernel.asm["cubin"])
+            write_binary(kernel, args.cubin_dir,
+                         config_cubin_name(fn.__name__, dtype, num_warps, constexprs, maxnreg))
         regs, stack = usage if usage else ("?", 0)
         syncs = barriers(kernel.asm["cubin"])
         synced = bool(syncs) and must_not_sync(fn, constexprs, num_warps)
