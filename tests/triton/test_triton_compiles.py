@@ -342,6 +342,25 @@ def test_wide_pair_shapes_move_rows_as_vectors(cubins, stage):
         assert len(code) / elements <= 0.9 * len(one), (config, len(code), len(one))
 
 
+def test_per_pair_forward_ptx_issues_every_load_before_its_first_tanh(cubins):
+    # The wide per-pair forwards' SASS issues some of its row loads after the first MUFU.TANH
+    # (bench/RESULTS.md). That is ptxas's schedule, not the source's: the PTX Triton makes (compile_check writes it beside each
+    # cubin) issues every global load before its first tanh, at 1, 2 and 4 elements a thread,
+    # as many loads as the SASS has (22 with triton 3.8 and 3.6). A row loaded after the first
+    # tanh in fwd_pairs_kernel's source would fail here.
+    from blosa_kernels import configs
+
+    for config in [configs.PAIRS_CONFIGS[0], *configs.PAIRS_WIDE_CONFIGS["fwd_pairs"]]:
+        stem = compile_check.config_cubin_name("fwd_pairs_kernel", "bf16", config.num_warps,
+                                               dict(config.kwargs, D=300), None).removesuffix(".cubin")
+        ptx = (cubins / f"{stem}.ptx").read_text().splitlines()
+        loads = [i for i, line in enumerate(ptx) if re.search(r"\bld\.global\b", line)]
+        tanhs = [i for i, line in enumerate(ptx) if "tanh.approx" in line]
+        ldg = sum(bool(re.search(r"\bLDG\b", text)) for _, text in sass_of(cubins, stem))
+        assert loads and tanhs and len(loads) == ldg, (stem, len(loads), ldg)
+        assert loads[-1] < tanhs[0], (stem, f"ld.global on PTX line {loads[-1] + 1}, "
+                                            f"first tanh.approx on {tanhs[0] + 1}")
+
 def test_pair_kernels_for_one_d_autotune_over_the_wide_shapes():
     # On a GPU (no interpreter), a per-pair launch compiled for the call's d (D > 0: the op
     # passes static_d) takes the autotuner whose list ends with PAIRS_WIDE_CONFIGS; one with d
