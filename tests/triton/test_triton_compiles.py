@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "bench"))
 
 import sass_loads  # noqa: E402
-from blosa_kernels import compile_check  # noqa: E402
+from blosa_kernels import compile_check, configs  # noqa: E402
 
 # Instructions between a loop's global load and its first reader, at least. Every autotune
 # config of every kernel has that with triton 3.8 and with 3.6 (the GPU machines'), and all
@@ -59,14 +59,14 @@ KERNELS = ("fwd_blocks_kernel", "fwd_rows_kernel", "bwd_blocks_kernel", "bwd_dq_
 @pytest.mark.parametrize("kernel", KERNELS)
 def test_loops_load_ahead(cubins, kernel):
     # One binary per autotune config: kernel-dtype-wWARPS-TILES.cubin.
-    configs = sorted(cubins.glob(f"{kernel}-*-w*-*.cubin"))
-    assert configs, f"no autotune config of {kernel} compiled"
+    binaries = sorted(cubins.glob(f"{kernel}-*-w*-*.cubin"))
+    assert binaries, f"no autotune config of {kernel} compiled"
     # The row-tile forward's two-keys-a-step loop (configs.ROWS_EXP2 = "half-poly", binaries
     # named -poly; off by default) on its 4-warp capped shapes (at 168 registers): ptxas moves
     # the next pair's mask byte to a uniform register 8 instructions after loading it, a wait
     # for memory a pair of keys. Allowed there, once a loop; every other load must be ahead.
     checked = 0
-    for cubin in configs:
+    for cubin in binaries:
         sass, _ = sass_loads.dump(str(cubin), kernel)
         for _, code in sass_loads.matching(sass, kernel):
             for loop in sass_loads.loops(code):
@@ -109,6 +109,14 @@ def binary(cubins, name: str) -> tuple[list, int]:
     sass, res_usage = sass_loads.dump(str(cubins / f"{name}.cubin"), kernel)
     (mangled, code), = sass_loads.matching(sass, kernel)
     return code, sass_loads.registers(res_usage)[mangled]
+
+
+def config_binary(kernel: str, dtype: str, config, **constexprs) -> str:
+    """The name (no .cubin) compile_check's --cubin-dir gives autotune `config` of `kernel`
+    (constexprs: those that differ in compile_check's process)."""
+    return compile_check.config_cubin_name(kernel, dtype, config.num_warps,
+                                           dict(config.kwargs, **constexprs),
+                                           config.maxnreg).removesuffix(".cubin")
 
 
 def sass_of(cubins, name: str) -> list:
@@ -172,9 +180,7 @@ def test_pair_kernels_compiled_for_one_d_take_row_offsets_as_constants(cubins, s
 def config_registers_and_loop(cubins, kernel, dtype, config, **constexprs) -> tuple[int, int]:
     """(registers per thread, key-loop instructions) of compile_check's binary of autotune
     `config` of `kernel` (constexprs: those that differ in compile_check's process)."""
-    name = compile_check.config_cubin_name(kernel, dtype, config.num_warps,
-                                           dict(config.kwargs, **constexprs), config.maxnreg)
-    code, registers = binary(cubins, name.removesuffix(".cubin"))
+    code, registers = binary(cubins, config_binary(kernel, dtype, config, **constexprs))
     loop, = sass_loads.loops(code)
     return registers, loop.size
 
@@ -187,8 +193,6 @@ def test_capped_forward_configs_fit_twelve_warps(cubins):
     # 32 x 64 and 2 warps of 16 x 64, the same code a thread. Capped, 12 warps fit in the SM's
     # 65,536 registers, with no spill (compile_check fails on one) and the first shape's key
     # loop within a few instructions.
-    from blosa_kernels import configs
-
     cap = configs.ROWS_MAXNREG
     plain_registers, plain_loop = config_registers_and_loop(cubins, "fwd_rows_kernel", "bf16",
                                                             configs.ROWS_CONFIGS[0])
@@ -209,14 +213,11 @@ def test_forward_shape_of_sixteen_features_fits_twenty_warps(cubins):
     # d = 300 its feature tiles compute 304 features where every other shape's compute 320 (a
     # lane past d still computes its tanh and exp2), with 8 elements a thread (8 tanh a key step)
     # and, uncapped, few enough registers for 20 one-warp programs an SM.
-    from blosa_kernels import configs
-
     last = configs.ROWS_CONFIGS[-1]
     assert (last.num_warps, last.kwargs["BM"], last.kwargs["BD"], last.maxnreg) == (1, 16, 16, None)
     computed = {c.kwargs["BD"]: -(-300 // c.kwargs["BD"]) * c.kwargs["BD"] for c in configs.ROWS_CONFIGS}
     assert computed.pop(16) == 304 and min(computed.values()) == 320, computed
-    name = compile_check.config_cubin_name("fwd_rows_kernel", "bf16", last.num_warps, last.kwargs, None)
-    code, registers = binary(cubins, name.removesuffix(".cubin"))
+    code, registers = binary(cubins, config_binary("fwd_rows_kernel", "bf16", last))
     assert 20 * 32 * registers <= 65536, registers
     loop, = sass_loads.loops(code)
     body = code[loop.start:loop.end + 1]
@@ -228,15 +229,11 @@ def test_polynomial_exp2_takes_half_the_row_loops_exp2(cubins):
     # second's exp2 from exp2_poly, so per key it holds the tanh but half the exp2 of the loop
     # without it (each loop holds the exp2 of both its branches: keys every query of the tile
     # attends, and keys at its diagonal), on every autotune config, within the register cap.
-    from blosa_kernels import configs
-
     for config in configs.ROWS_CONFIGS:
         loops = {}
         for poly in (False, True):
-            name = compile_check.config_cubin_name("fwd_rows_kernel", "bf16", config.num_warps,
-                                                   dict(config.kwargs, POLY_EXP2=poly),
-                                                   config.maxnreg)
-            code, registers = binary(cubins, name.removesuffix(".cubin"))
+            name = config_binary("fwd_rows_kernel", "bf16", config, POLY_EXP2=poly)
+            code, registers = binary(cubins, name)
             loop, = sass_loads.loops(code)
             body = code[loop.start:loop.end + 1]
             loops[poly] = [sass_loads.count_opcode(body, op) for op in ("MUFU.TANH", "MUFU.EX2")]
@@ -252,8 +249,6 @@ def test_capped_fused_backward_config_fits_fifteen_warps(cubins):
     # key loop at most 6% longer. On compile_check's first case of the kernel (the benchmark's
     # bfloat16 one-block training step), with the GPU's 64 rows (configs.FUSED_ROWS is 16 in
     # this process, under the interpreter).
-    from blosa_kernels import configs
-
     cap = configs.FUSED_MAXNREG
     capped, = [c for c in configs.FUSED_CONFIGS if c.maxnreg]
     plain, = [c for c in configs.FUSED_CONFIGS if not c.maxnreg and c.num_warps == capped.num_warps
@@ -274,14 +269,10 @@ def test_trimmed_fused_loop_takes_fewer_instructions_a_key(cubins):
     # triton 3.8, and compares 64-bit ranges per element under 3.6); a sixth fewer
     # instructions a key, both branches counted (sm_90: 228 -> 185 with triton 3.8, 245 -> 187
     # with 3.6); no spill (compile_check fails on one) within the cap.
-    from blosa_kernels import configs
-
     capped, = [c for c in configs.FUSED_CONFIGS if c.maxnreg]
 
     def fused(**trimmed):
-        name = compile_check.config_cubin_name("bwd_fused_kernel", "bf16", capped.num_warps,
-                                               dict(capped.kwargs, BM=64, **trimmed), capped.maxnreg)
-        return binary(cubins, name.removesuffix(".cubin"))
+        return binary(cubins, config_binary("bwd_fused_kernel", "bf16", capped, BM=64, **trimmed))
 
     plain_code, _ = fused()
     code, registers = fused(TRIMMED=True)
@@ -298,14 +289,11 @@ def test_trimmed_sums_have_two_tiles_loads_in_flight(cubins):
     # loop an odd last tile's, so the kernel has three times the plain one's; registers still
     # within 128, 16 warps an SM at its 4 warps a program. (compile_check's first cases of it:
     # float32 plain, bfloat16 trimmed; the parts it loads are float32 in both.)
-    from blosa_kernels import configs
-
     config, = configs.DKV_SUMS_CONFIGS
     loads = {}
     for dtype, trimmed in (("fp32", False), ("bf16", True)):
-        name = compile_check.config_cubin_name("bwd_dkv_sums_kernel", dtype, config.num_warps,
-                                               dict(config.kwargs, TRIMMED=trimmed), None)
-        code, registers = binary(cubins, name.removesuffix(".cubin"))
+        name = config_binary("bwd_dkv_sums_kernel", dtype, config, TRIMMED=trimmed)
+        code, registers = binary(cubins, name)
         loads[trimmed] = sum(bool(re.search(r"\bLDG\.E\b(?!\.U8)", text)) for _, text in code)
         assert registers <= 128, (name, registers)
     assert loads[True] == 3 * loads[False], loads
@@ -322,12 +310,8 @@ def test_wide_pair_shapes_move_rows_as_vectors(cubins, stage):
     # An index the compiler cannot prove consecutive over a thread's elements (d an argument,
     # or `e // d` replaced by a form it cannot follow) loads them one by one: 2 or 4 times the
     # LDG.E.U16.
-    from blosa_kernels import configs
-
     def kernel(config):
-        name = compile_check.config_cubin_name(f"{stage}_pairs_kernel", "bf16", config.num_warps,
-                                               dict(config.kwargs, D=300), None)
-        code = sass_of(cubins, name.removesuffix(".cubin"))
+        code = sass_of(cubins, config_binary(f"{stage}_pairs_kernel", "bf16", config, D=300))
         return code, config.kwargs["BLOCK"] // (32 * config.num_warps)
 
     def loads(code, width):
@@ -344,15 +328,12 @@ def test_wide_pair_shapes_move_rows_as_vectors(cubins, stage):
 
 def test_per_pair_forward_ptx_issues_every_load_before_its_first_tanh(cubins):
     # The wide per-pair forwards' SASS issues some of its row loads after the first MUFU.TANH
-    # (bench/RESULTS.md). That is ptxas's schedule, not the source's: the PTX Triton makes (compile_check writes it beside each
-    # cubin) issues every global load before its first tanh, at 1, 2 and 4 elements a thread,
-    # as many loads as the SASS has (22 with triton 3.8 and 3.6). A row loaded after the first
-    # tanh in fwd_pairs_kernel's source would fail here.
-    from blosa_kernels import configs
-
+    # (bench/RESULTS.md). That is ptxas's schedule, not the source's: the PTX Triton makes
+    # (compile_check writes it beside each cubin) issues every global load before its first
+    # tanh, at 1, 2 and 4 elements a thread, as many loads as the SASS has (22 with triton 3.8
+    # and 3.6). A row loaded after the first tanh in fwd_pairs_kernel's source would fail here.
     for config in [configs.PAIRS_CONFIGS[0], *configs.PAIRS_WIDE_CONFIGS["fwd_pairs"]]:
-        stem = compile_check.config_cubin_name("fwd_pairs_kernel", "bf16", config.num_warps,
-                                               dict(config.kwargs, D=300), None).removesuffix(".cubin")
+        stem = config_binary("fwd_pairs_kernel", "bf16", config, D=300)
         ptx = (cubins / f"{stem}.ptx").read_text().splitlines()
         loads = [i for i, line in enumerate(ptx) if re.search(r"\bld\.global\b", line)]
         tanhs = [i for i, line in enumerate(ptx) if "tanh.approx" in line]
@@ -360,6 +341,7 @@ def test_per_pair_forward_ptx_issues_every_load_before_its_first_tanh(cubins):
         assert loads and tanhs and len(loads) == ldg, (stem, len(loads), ldg)
         assert loads[-1] < tanhs[0], (stem, f"ld.global on PTX line {loads[-1] + 1}, "
                                             f"first tanh.approx on {tanhs[0] + 1}")
+
 
 def test_pair_kernels_for_one_d_autotune_over_the_wide_shapes():
     # On a GPU (no interpreter), a per-pair launch compiled for the call's d (D > 0: the op
@@ -382,8 +364,6 @@ for kind, wide in configs.PAIRS_WIDE_CONFIGS.items():
 
 
 def test_per_pair_report_lists_every_config(cubins):
-    from blosa_kernels import configs
-
     rows = sass_loads.per_pair_report(str(cubins)).splitlines()[2:]
     names = [row.split(" | ")[0].strip("| ") for row in rows]
     # Four autotune configs of each of the four kernels, the per-pair ones' again for d = 300
