@@ -16,7 +16,7 @@ Needs TRITON_INTERPRET unset. Exit status 0 when all compile, none spills, none 
 is left to the compiler's choice.
 With --cubin-dir DIR it also writes each binary there, named kernel-dtype-scalars.cubin (with
 -2, -3, ... for a kernel's second, third case in one dtype, in the order of cases()), and
-each autotune config's, kernel-dtype-wWARPS-TILES.cubin (config_cubin_name; e.g.
+each autotune config's, kernel-dtype-wWARPS-TILES.cubin (config_binary_name; e.g.
 bwd_fused_kernel-bf16-w8-BM64-BD32, -RN at the end for a config whose registers are capped at N,
 then -poly for the row-tile forward's POLY_EXP2 loop, -dN for a per-pair kernel compiled for d = N,
 -trimmed for the fused backward's TRIMMED loop),
@@ -224,10 +224,11 @@ def launch_attrs(fn, signature: dict, constexprs: dict) -> dict:
 TILE_KEYS = ("TILE", "BLOCK", "BM", "BN", "BD")
 
 
-def config_cubin_name(kernel: str, dtype: str, num_warps: int, constexprs: dict,
-                      maxnreg: int | None) -> str:
-    """The name --cubin-dir gives an autotune config's binary: kernel-dtype-wWARPS-TILES.cubin,
-    TILES the config's TILE_KEYS in constexprs' order (e.g. bwd_fused_kernel-bf16-w8-BM64-BD32),
+def config_binary_name(kernel: str, dtype: str, num_warps: int, constexprs: dict,
+                       maxnreg: int | None) -> str:
+    """The name (no .cubin or .ptx) --cubin-dir gives an autotune config's binary:
+    kernel-dtype-wWARPS-TILES, TILES the config's TILE_KEYS in constexprs' order (e.g.
+    bwd_fused_kernel-bf16-w8-BM64-BD32),
     with -RN at the end for registers capped at N, then -poly for POLY_EXP2, -dN for D = N
     (the per-pair kernels compiled for one d) and -trimmed for TRIMMED (the fused backward)."""
     tiles = "-".join(f"{k}{v}" for k, v in constexprs.items() if k in TILE_KEYS)
@@ -235,7 +236,7 @@ def config_cubin_name(kernel: str, dtype: str, num_warps: int, constexprs: dict,
     poly = "-poly" if constexprs.get("POLY_EXP2") else ""
     static = f"-d{constexprs['D']}" if constexprs.get("D") else ""
     trimmed = "-trimmed" if constexprs.get("TRIMMED") else ""
-    return f"{kernel}-{dtype}-w{num_warps}-{tiles}{cap}{poly}{static}{trimmed}.cubin"
+    return f"{kernel}-{dtype}-w{num_warps}-{tiles}{cap}{poly}{static}{trimmed}"
 
 
 def cuobjdump(cubin: bytes, option: str) -> str | None:
@@ -336,12 +337,12 @@ def must_not_sync(fn, constexprs: dict, num_warps: int) -> bool:
 
 
 def write_binary(kernel, folder: str, name: str) -> None:
-    """Write a compiled kernel's cubin to folder/name and its PTX beside it (name with .ptx):
+    """Write a compiled kernel's cubin to folder/name.cubin and its PTX beside it, name.ptx:
     the PTX shows Triton's instruction order before ptxas schedules it."""
     path = os.path.join(folder, name)
-    with open(path, "wb") as out:
+    with open(path + ".cubin", "wb") as out:
         out.write(kernel.asm["cubin"])
-    with open(path.removesuffix(".cubin") + ".ptx", "w") as out:
+    with open(path + ".ptx", "w") as out:
         out.write(kernel.asm["ptx"])
 
 
@@ -368,7 +369,7 @@ def main(argv=None) -> int:
             kernel = triton.compile(ASTSource(fn=fn, signature=signature, constexprs=constexprs), target=target)
             assert kernel.asm.get("cubin"), fn.__name__
             if args.cubin_dir:
-                write_binary(kernel, args.cubin_dir, stem.format(scalars=float_scalars) + ".cubin")
+                write_binary(kernel, args.cubin_dir, stem.format(scalars=float_scalars))
             sums = sums_left_to_the_compiler(kernel)
             failed += bool(sums)
             status = "FUSES" if sums else "ok "
@@ -388,7 +389,7 @@ def main(argv=None) -> int:
         usage = resources(kernel.asm["cubin"])
         if args.cubin_dir:
             write_binary(kernel, args.cubin_dir,
-                         config_cubin_name(fn.__name__, dtype, num_warps, constexprs, maxnreg))
+                         config_binary_name(fn.__name__, dtype, num_warps, constexprs, maxnreg))
         regs, stack = usage if usage else ("?", 0)
         syncs = barriers(kernel.asm["cubin"])
         synced = bool(syncs) and must_not_sync(fn, constexprs, num_warps)
