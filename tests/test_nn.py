@@ -7,9 +7,9 @@ import random
 import pytest
 import torch
 
-from blosa.nn import (ATTENTION_ENCODERS, ENCODERS, BiBloSAN, DiSAN, MaskedBlockSelfAttention, Source2Token,
-                      block_len_for_dataset, block_len_for_length, build_encoder, resolve_block_len,
-                      set_backend)
+from blosa.nn import (ATTENTION_ENCODERS, ENCODERS, BiBloSA, BiBloSAN, DiSAN, MaskedAttention,
+                      MaskedBlockSelfAttention, MaskedSelfAttention, Source2Token, block_len_for_dataset,
+                      block_len_for_length, build_encoder, resolve_block_len, set_backend)
 from nn_helpers import (assert_batch_independent, assert_close, assert_same_results, fresh_seed, outputs_and_grads,
                         random_batch)
 
@@ -224,6 +224,83 @@ def test_glorot_weights_zero_biases():
 def test_build_encoder_rejects_unknown_names():
     with pytest.raises(ValueError, match="unknown encoder"):
         build_encoder("bert", 4, 4)
+
+
+@pytest.mark.parametrize("name", sorted(ENCODERS))
+def test_no_mask_means_every_token_is_real(name):
+    seed = fresh_seed()
+    B, n, d_in = random.randint(1, 3), random.randint(1, 9), 5
+    model = build_encoder(name, d_in, 4).double()
+    x, mask = random_batch(B, n, d_in, lengths=[n] * B)
+    with_mask, without = model(x, mask), model(x)
+    for what, got, want in zip(("tokens", "sentence"), without, with_mask):
+        assert torch.equal(got, want), f"{name} {what}: mask=None differs from an all-True mask (seed={seed})"
+
+
+ENCODER_BAD_INPUTS = [
+    ("embeddings type", lambda x, mask: (x.tolist(), mask), TypeError, "embeddings must be a torch.Tensor, got list"),
+    ("embeddings width", lambda x, mask: (x[..., :-1], mask), ValueError, r"embeddings must be \[B, n, 5\]"),
+    ("embeddings 2-D", lambda x, mask: (x[0], mask[0]), ValueError, r"embeddings must be \[B, n, 5\]"),
+    ("mask type", lambda x, mask: (x, mask.tolist()), TypeError, "mask must be a torch.Tensor or None, got list"),
+    ("mask dtype", lambda x, mask: (x, mask.long()), TypeError, "mask must be a bool tensor"),
+    ("mask shape", lambda x, mask: (x, mask[:, 1:]), ValueError, r"mask must be \[B, n\] = \[2, 6\]"),
+    # "meta" is a second device that every machine has.
+    ("mask device", lambda x, mask: (x, mask.to("meta")), ValueError, "mask is on meta but the embeddings are on cpu"),
+]
+
+
+@pytest.mark.parametrize("name", sorted(ENCODERS))
+@pytest.mark.parametrize("what, spoil, error, message", ENCODER_BAD_INPUTS, ids=[b[0] for b in ENCODER_BAD_INPUTS])
+def test_encoders_name_the_bad_input(name, what, spoil, error, message):
+    model = build_encoder(name, 5, 4).double()
+    x, mask = random_batch(2, 6, 5)
+    with pytest.raises(error, match=message):
+        model(*spoil(x, mask))
+
+
+ENCODER_BAD_SIZES = [
+    ("hidden zero", dict(hidden=0), "hidden must be an int >= 1, got 0"),
+    ("hidden negative", dict(hidden=-3), "hidden must be an int >= 1, got -3"),
+    ("hidden float", dict(hidden=4.0), "hidden must be an int >= 1, got 4.0"),
+    ("d_in zero", dict(d_in=0), "d_in must be an int >= 1, got 0"),
+]
+
+
+@pytest.mark.parametrize("name", sorted(ENCODERS))
+@pytest.mark.parametrize("what, change, message", ENCODER_BAD_SIZES, ids=[b[0] for b in ENCODER_BAD_SIZES])
+def test_encoders_name_a_bad_size_before_building(name, what, change, message):
+    args = dict(d_in=5, hidden=4)
+    args.update(change)
+    with pytest.raises(ValueError, match=message):
+        build_encoder(name, **args)
+
+
+@pytest.mark.parametrize("name, width", [("multi_cnn", "filters"), ("multi_head", "head_dim")])
+def test_a_width_derived_from_hidden_names_hidden(name, width):
+    with pytest.raises(ValueError, match=rf"{width} must be an int >= 1 \(2\*hidden // .*hidden=1.*got 0"):
+        build_encoder(name, 5, hidden=1)
+
+
+LAYER_BAD_ARGS = [
+    ("attention direction", lambda: MaskedAttention(6, "sideways"), "direction must be one of 'forward'"),
+    ("attention width", lambda: MaskedAttention(0, "forward"), "d must be an int >= 1, got 0"),
+    ("attention scale", lambda: MaskedAttention(6, "forward", scale=-2.0), "scale must be a finite positive"),
+    ("mblosa direction", lambda: MaskedBlockSelfAttention(6, "up"), "direction must be one of 'forward'"),
+    ("mblosa width", lambda: MaskedBlockSelfAttention(0, "forward"), "d must be an int >= 1, got 0"),
+    ("s2t width", lambda: Source2Token(0), "d must be an int >= 1, got 0"),
+    ("s2t hidden", lambda: Source2Token(4, hidden=0), "hidden must be an int >= 1, got 0"),
+    ("disa input width", lambda: MaskedSelfAttention(0, 4, "forward"), "d_in must be an int >= 1, got 0"),
+    ("disa width", lambda: MaskedSelfAttention(4, 0, "forward"), "d must be an int >= 1, got 0"),
+    ("bi-blosa input width", lambda: BiBloSA(0, 4), "d_in must be an int >= 1, got 0"),
+    ("bi-blosa width", lambda: BiBloSA(4, 0), "d must be an int >= 1, got 0"),
+    ("bi-blosa scale", lambda: BiBloSA(4, 4, scale=math.inf), "scale must be a finite positive"),
+]
+
+
+@pytest.mark.parametrize("what, build, message", LAYER_BAD_ARGS, ids=[b[0] for b in LAYER_BAD_ARGS])
+def test_layers_name_a_bad_argument_when_built(what, build, message):
+    with pytest.raises(ValueError, match=message):
+        build()
 
 
 def test_snli_parameter_counts():

@@ -62,6 +62,25 @@ def test_bad_argument_is_named(entry, what, change, message):
         entry(**args)
 
 
+NOT_TENSORS = [
+    ("dep", dict(dep=[[[0.0] * D] * N] * B), "dep must be a torch.Tensor, got list"),
+    ("value", dict(value=None), "value must be a torch.Tensor, got NoneType"),
+    ("bias", dict(bias=[0.0] * D), "bias must be a torch.Tensor or None, got list"),
+    ("mask", dict(mask=[[True] * N] * B), "mask must be a torch.Tensor or None, got list"),
+]
+
+
+# torch.ops checks types against the op's schema itself, in its own words; the Python entry
+# points name the argument before touching any attribute of it.
+@pytest.mark.parametrize("entry", [via_public, via_reference])
+@pytest.mark.parametrize("what, change, message", NOT_TENSORS, ids=[b[0] for b in NOT_TENSORS])
+def test_an_argument_that_is_no_tensor_is_named(entry, what, change, message):
+    args = good_args()
+    args.update(change)
+    with pytest.raises(TypeError, match=message):
+        entry(**args)
+
+
 def test_unknown_backend_lists_the_choices():
     with pytest.raises(ValueError, match="backend must be one of 'auto', 'cpu'"):
         masked_block_attn(**good_args(), backend="gpu")

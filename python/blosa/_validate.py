@@ -14,6 +14,9 @@ DIRECTIONS = ("forward", "backward", "diag", "all")
 
 def check_attn_args(dep, head, value, bias, mask, block_len, direction, scale) -> None:
     """Raise ValueError/TypeError naming the bad argument of masked_block_attn."""
+    for name, t in (("bias", bias), ("mask", mask)):
+        if t is not None and not isinstance(t, torch.Tensor):
+            raise TypeError(f"{name} must be a torch.Tensor or None, got {type(t).__name__}")
     for name, t in (("dep", dep), ("head", head), ("value", value)):
         if not isinstance(t, torch.Tensor):
             raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
@@ -31,13 +34,9 @@ def check_attn_args(dep, head, value, bias, mask, block_len, direction, scale) -
             raise TypeError(f"{name} has dtype {t.dtype} but dep has {dep.dtype}; use one dtype")
     B, n, d = dep.shape
     if bias is not None:
-        if not isinstance(bias, torch.Tensor):
-            raise TypeError(f"bias must be a torch.Tensor or None, got {type(bias).__name__}")
         if bias.shape != (d,):
             raise ValueError(f"bias must have shape [d] = [{d}], got {tuple(bias.shape)}")
     if mask is not None:
-        if not isinstance(mask, torch.Tensor):
-            raise TypeError(f"mask must be a torch.Tensor or None, got {type(mask).__name__}")
         if mask.dtype != torch.bool:
             raise TypeError(f"mask must be a bool tensor (True = real token), got {mask.dtype}")
         if mask.shape != (B, n):
@@ -47,7 +46,17 @@ def check_attn_args(dep, head, value, bias, mask, block_len, direction, scale) -
             raise ValueError(f"{name} is on {t.device} but dep is on {dep.device}; use one device")
     if isinstance(block_len, bool) or not isinstance(block_len, int):
         raise TypeError(f"block_len must be an int, got {type(block_len).__name__}")
+    check_direction(direction)
+    check_scale(scale)
+
+
+def check_direction(direction) -> None:
+    """Raise ValueError unless `direction` is one of DIRECTIONS."""
     if direction not in DIRECTIONS:
         raise ValueError(f"direction must be one of {', '.join(map(repr, DIRECTIONS))}; got {direction!r}")
+
+
+def check_scale(scale) -> None:
+    """Raise ValueError unless `scale` (c in c * tanh(z / c)) is a finite positive number."""
     if isinstance(scale, bool) or not isinstance(scale, (int, float)) or not math.isfinite(scale) or scale <= 0:
         raise ValueError(f"scale must be a finite positive number, got {scale!r}")

@@ -1,6 +1,7 @@
 """The Bi-BloSAN model family and the paper's baseline encoders, built on blosa.masked_block_attn.
 
-Every encoder: forward(x [B, n, d_in], mask [B, n] bool) -> (tokens [B, n, D], sentence [B, D']).
+Every encoder: forward(x [B, n, d_in], mask [B, n] bool, or None for all real) -> (tokens [B, n, D],
+sentence [B, D']).
 Build them by name with build_encoder (see registry.ENCODERS).
 """
 from blosa.nn.baselines import BiGRU, BiLSTM, BiSRU, HrchyCNN, MultiCNN, MultiHead

@@ -5,7 +5,7 @@ import torch
 from torch import nn
 
 from blosa.nn.encoder import SentenceEncoder
-from blosa.nn.layers import Dense
+from blosa.nn.layers import Dense, check_width
 from blosa.nn.mblosa import MaskedBlockSelfAttention
 from blosa.nn.source2token import Source2Token
 
@@ -20,6 +20,8 @@ class BiBloSA(nn.Module):
                  dropout: float = 0.0, scale: float = 5.0, backend: str = "auto",
                  use_local: bool = True, use_global: bool = True):
         super().__init__()
+        check_width("d_in", d_in)
+        check_width("d", d)
         kw = dict(block_len=block_len, activation=activation, dropout=dropout, scale=scale,
                   backend=backend, use_local=use_local, use_global=use_global)
         self.fc_fw = Dense(d_in, d, activation=activation, dropout=dropout)
@@ -50,7 +52,7 @@ class BiBloSAN(SentenceEncoder):
                  dropout: float = 0.0, dropout_at=("dense",), scale: float = 5.0, backend: str = "auto",
                  use_local: bool = True, use_global: bool = True, use_mblosa: bool = True,
                  multi_dim_s2t: bool = True):
-        super().__init__(d_in, dropout, dropout_at)
+        super().__init__(d_in, hidden, dropout, dropout_at)
         p = self.dense_dropout
         self.bi_blosa = None
         d_out = d_in

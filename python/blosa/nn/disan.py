@@ -17,7 +17,7 @@ class DiSAN(SentenceEncoder):
 
     def __init__(self, d_in: int, hidden: int = 300, activation="relu", dropout: float = 0.0,
                  dropout_at=("dense",), scale: float = 5.0, backend: str = "auto"):
-        super().__init__(d_in, dropout, dropout_at)
+        super().__init__(d_in, hidden, dropout, dropout_at)
         p = self.dense_dropout
         self.fw = MaskedSelfAttention(d_in, hidden, "forward", activation, p, scale, backend)
         self.bw = MaskedSelfAttention(d_in, hidden, "backward", activation, p, scale, backend)

@@ -6,17 +6,19 @@ from typing import Iterable
 import torch
 from torch import nn
 
-from blosa.nn.layers import check_encoder_args, dropout_places, zero_padding
+from blosa.nn.layers import check_encoder_args, check_width, dropout_places, zero_padding
 
 
 class SentenceEncoder(nn.Module):
     """Base of every encoder: `forward(x, mask) -> (tokens, sentence)`.
 
-    Shapes: x [B, n, d_in] embeddings; mask [B, n] bool, True for real tokens ->
+    Shapes: x [B, n, d_in] embeddings; mask [B, n] bool, True for real tokens (None: all real) ->
     tokens [B, n, token_dim] (exactly 0 at padding), sentence [B, sentence_dim]
     (0 for a row with no real token). Subclasses implement `encode` with the same
     signature and set `token_dim` and `sentence_dim`.
 
+    d_in and hidden (the encoder's width, see registry.build_encoder) are checked here, before
+    any layer is built.
     Dropout (probability `dropout`) goes to the places named in `dropout_at` (see
     blosa.nn.layers.DROPOUT_PLACES); subclasses pass `self.dense_dropout` to their layers.
     """
@@ -24,8 +26,10 @@ class SentenceEncoder(nn.Module):
     token_dim: int
     sentence_dim: int
 
-    def __init__(self, d_in: int, dropout: float = 0.0, dropout_at: str | Iterable[str] = ("dense",)):
+    def __init__(self, d_in: int, hidden: int, dropout: float = 0.0, dropout_at: str | Iterable[str] = ("dense",)):
         super().__init__()
+        check_width("d_in", d_in)
+        check_width("hidden", hidden)
         if not 0.0 <= dropout < 1.0:
             raise ValueError(f"dropout must be in [0, 1), got {dropout}")
         self.d_in = d_in
@@ -37,8 +41,10 @@ class SentenceEncoder(nn.Module):
     def encode(self, x: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         raise NotImplementedError
 
-    def forward(self, x: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         check_encoder_args(x, mask, self.d_in)
+        if mask is None:  # every token real, as in masked_block_attn
+            mask = torch.ones(x.shape[:2], dtype=torch.bool, device=x.device)
         x = zero_padding(self.in_drop(x), mask)  # padding content can never matter
         tokens, sentence = self.encode(x, mask)
         return zero_padding(self.out_drop(tokens), mask), self.out_drop(sentence)

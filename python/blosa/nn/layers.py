@@ -86,11 +86,26 @@ def zero_padding(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     return x.masked_fill(~mask[..., None], 0.0)
 
 
-def check_encoder_args(x: torch.Tensor, mask: torch.Tensor, d_in: int) -> None:
+def check_width(name: str, value, meaning: str = "") -> None:
+    """Raise ValueError unless `value`, a layer size, is an int >= 1; `meaning` says how it was
+    derived, for sizes computed from others (MultiCNN's filters from hidden, say)."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"{name} must be an int >= 1{f' ({meaning})' if meaning else ''}, got {value!r}")
+
+
+def check_encoder_args(x: torch.Tensor, mask: torch.Tensor | None, d_in: int) -> None:
     """Raise ValueError/TypeError for inputs that do not fit the encoder interface."""
+    if not isinstance(x, torch.Tensor):
+        raise TypeError(f"embeddings must be a torch.Tensor, got {type(x).__name__}")
     if x.dim() != 3 or x.shape[-1] != d_in:
         raise ValueError(f"embeddings must be [B, n, {d_in}], got {tuple(x.shape)}")
+    if mask is None:
+        return
+    if not isinstance(mask, torch.Tensor):
+        raise TypeError(f"mask must be a torch.Tensor or None, got {type(mask).__name__}")
     if mask.dtype != torch.bool:
         raise TypeError(f"mask must be a bool tensor (True = real token), got {mask.dtype}")
     if mask.shape != x.shape[:2]:
         raise ValueError(f"mask must be [B, n] = {list(x.shape[:2])}, got {tuple(mask.shape)}")
+    if mask.device != x.device:
+        raise ValueError(f"mask is on {mask.device} but the embeddings are on {x.device}; use one device")

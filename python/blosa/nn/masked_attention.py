@@ -4,7 +4,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from blosa.nn.layers import Dense
+from blosa._validate import check_direction, check_scale
+from blosa.nn.layers import Dense, check_width
 from blosa.ops import BACKENDS, masked_block_attn
 
 
@@ -23,6 +24,9 @@ class MaskedAttention(nn.Module):
     def __init__(self, d: int, direction: str, scale: float = 5.0, dropout: float = 0.0,
                  backend: str = "auto"):
         super().__init__()
+        check_width("d", d)
+        check_direction(direction)
+        check_scale(scale)
         self.direction = direction
         self.scale = scale
         self.backend = backend

@@ -4,7 +4,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from blosa.nn.layers import Dense, zero_padding
+from blosa.nn.layers import Dense, check_width, zero_padding
 from blosa.nn.masked_attention import MaskedAttention
 
 
@@ -22,6 +22,8 @@ class MaskedSelfAttention(nn.Module):
     def __init__(self, d_in: int, d: int, direction: str, activation="relu", dropout: float = 0.0,
                  scale: float = 5.0, backend: str = "auto"):
         super().__init__()
+        check_width("d_in", d_in)
+        check_width("d", d)
         self.dense_map = Dense(d_in, d, activation=activation, dropout=dropout)
         self.attn = MaskedAttention(d, direction, scale=scale, dropout=dropout, backend=backend)
         self.fuse_rep = Dense(d, d, bias=False, dropout=dropout)

@@ -6,7 +6,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from blosa.nn.block_len import resolve_block_len
-from blosa.nn.layers import Dense, zero_padding
+from blosa._validate import check_direction
+from blosa.nn.layers import Dense, check_width, zero_padding
 from blosa.nn.masked_attention import MaskedAttention
 from blosa.nn.source2token import Source2Token
 
@@ -38,6 +39,8 @@ class MaskedBlockSelfAttention(nn.Module):
                  dropout: float = 0.0, scale: float = 5.0, backend: str = "auto",
                  use_local: bool = True, use_global: bool = True):
         super().__init__()
+        check_width("d", d)
+        check_direction(direction)
         resolve_block_len(block_len, 1)  # validate now, not at the first batch
         self.block_len = block_len
         self.use_local, self.use_global = use_local, use_global

@@ -40,7 +40,7 @@ def build_encoder(name: str, d_in: int, hidden: int = 300, **kw) -> SentenceEnco
     Hrchy-CNN, 2*hidden/3 filters per width for Multi-CNN and 2*hidden/8 per head for Multi-head.
     Other keywords go to the encoder's constructor (activation, dropout, dropout_at; block_len,
     backend, scale for the attention encoders).
-    Returns a module with forward(x [B, n, d_in], mask [B, n] bool) -> (tokens [B, n, D],
+    Returns a module with forward(x [B, n, d_in], mask [B, n] bool or None) -> (tokens [B, n, D],
     sentence [B, D']) and attributes token_dim = D, sentence_dim = D'.
     """
     try:

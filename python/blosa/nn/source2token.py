@@ -4,7 +4,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from blosa.nn.layers import Dense
+from blosa.nn.layers import Dense, check_width
 
 
 class Source2Token(nn.Module):
@@ -21,6 +21,8 @@ class Source2Token(nn.Module):
                  multi_dim: bool = True):
         super().__init__()
         hidden = d if hidden is None else hidden
+        check_width("d", d)
+        check_width("hidden", hidden)
         self.hidden_layer = Dense(d, hidden, activation=activation, dropout=dropout)
         self.score_layer = Dense(hidden, d if multi_dim else 1, dropout=dropout)
 

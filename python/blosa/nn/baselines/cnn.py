@@ -8,7 +8,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from blosa.nn.encoder import SentenceEncoder
-from blosa.nn.layers import Dense, get_activation, glorot_, zero_padding
+from blosa.nn.layers import Dense, check_width, get_activation, glorot_, zero_padding
 from blosa.nn.source2token import Source2Token
 
 
@@ -34,8 +34,11 @@ class MultiCNN(SentenceEncoder):
 
     def __init__(self, d_in: int, hidden: int = 300, widths=(3, 4, 5), filters: int | None = None,
                  activation="relu", dropout: float = 0.0, dropout_at=("dense",)):
-        super().__init__(d_in, dropout, dropout_at)
-        filters = 2 * hidden // len(widths) if filters is None else filters
+        super().__init__(d_in, hidden, dropout, dropout_at)
+        derived = filters is None
+        if derived:
+            filters = 2 * hidden // len(widths)
+        check_width("filters", filters, f"2*hidden // {len(widths)} widths, hidden={hidden}" if derived else "")
         self.convs = nn.ModuleList(glorot_(nn.Conv1d(d_in, filters, k)) for k in widths)
         self.act = get_activation(activation)
         self.conv_dropout = nn.Dropout(self.dense_dropout) if self.dense_dropout > 0 else nn.Identity()
@@ -58,7 +61,7 @@ class HrchyCNN(SentenceEncoder):
 
     def __init__(self, d_in: int, hidden: int = 300, layers: int = 3, kernel: int = 5,
                  activation="relu", dropout: float = 0.0, dropout_at=("dense",)):
-        super().__init__(d_in, dropout, dropout_at)
+        super().__init__(d_in, hidden, dropout, dropout_at)
         p = self.dense_dropout
         self.in_proj = Dense(d_in, hidden, dropout=p)
         self.convs = nn.ModuleList(glorot_(nn.Conv1d(hidden, 2 * hidden, kernel)) for _ in range(layers))

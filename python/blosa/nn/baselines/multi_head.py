@@ -7,7 +7,7 @@ import torch
 import torch.nn.functional as F
 
 from blosa.nn.encoder import SentenceEncoder
-from blosa.nn.layers import Dense
+from blosa.nn.layers import Dense, check_width
 from blosa.nn.source2token import Source2Token
 
 
@@ -32,8 +32,12 @@ class MultiHead(SentenceEncoder):
 
     def __init__(self, d_in: int, hidden: int = 300, heads: int = 8, head_dim: int | None = None,
                  activation="relu", dropout: float = 0.0, dropout_at=("dense",)):
-        super().__init__(d_in, dropout, dropout_at)
-        head_dim = 2 * hidden // heads if head_dim is None else head_dim
+        super().__init__(d_in, hidden, dropout, dropout_at)
+        check_width("heads", heads)
+        derived = head_dim is None
+        if derived:
+            head_dim = 2 * hidden // heads
+        check_width("head_dim", head_dim, f"2*hidden // heads, hidden={hidden}, heads={heads}" if derived else "")
         self.heads, self.head_dim = heads, head_dim
         d = heads * head_dim
         p = self.dense_dropout

@@ -31,7 +31,7 @@ class _BiRNN(SentenceEncoder):
 
     def __init__(self, d_in: int, hidden: int = 300, activation="relu", dropout: float = 0.0,
                  dropout_at=("dense",)):
-        super().__init__(d_in, dropout, dropout_at)
+        super().__init__(d_in, hidden, dropout, dropout_at)
         self.rnn_dropout = nn.Dropout(self.dense_dropout) if self.dense_dropout > 0 else nn.Identity()
         self.rnn = glorot_(self.rnn_class(d_in, hidden, batch_first=True, bidirectional=True))
         self.s2t = Source2Token(2 * hidden, activation=activation, dropout=self.dense_dropout)

@@ -60,7 +60,7 @@ class BiSRU(SentenceEncoder):
 
     def __init__(self, d_in: int, hidden: int = 300, activation="relu", dropout: float = 0.0,
                  dropout_at=("dense",)):
-        super().__init__(d_in, dropout, dropout_at)
+        super().__init__(d_in, hidden, dropout, dropout_at)
         self.fw = SRULayer(d_in, hidden, reverse=False, dropout=self.dense_dropout)
         self.bw = SRULayer(d_in, hidden, reverse=True, dropout=self.dense_dropout)
         self.s2t = Source2Token(2 * hidden, activation=activation, dropout=self.dense_dropout)
