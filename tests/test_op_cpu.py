@@ -95,13 +95,19 @@ def test_queries_without_keys_get_zero_and_no_gradient():
     assert (g_head[:, ::3] == 0).all()
 
 
+# The reference too: it is the oracle, and autograd must reach every input through it.
+@pytest.mark.parametrize("backend", ["cpu", "reference"])
+@pytest.mark.parametrize("block_len", [0, 2])
 @pytest.mark.parametrize("shape", [(0, 5, 4), (2, 0, 4), (2, 5, 0)])
-def test_empty_inputs(shape):
+def test_empty_inputs(shape, block_len, backend):
     dep, head, value = (torch.randn(shape, requires_grad=True) for _ in range(3))
-    out = masked_block_attn(dep, head, value, None, None, 2)
+    bias = torch.randn(shape[2], requires_grad=True)
+    out = masked_block_attn(dep, head, value, bias, None, block_len, backend=backend)
     assert out.shape == shape
     out.sum().backward()
-    assert dep.grad.shape == shape
+    for name, t in (("dep", dep), ("head", head), ("value", value), ("bias", bias)):
+        assert t.grad is not None and t.grad.shape == t.shape, name
+    assert (bias.grad == 0).all()
 
 
 def test_backward_is_deterministic():

@@ -10,7 +10,6 @@ import torch
 from blosa._validate import check_attn_args
 
 
-
 def resolve_block_len(block_len: int, n: int) -> int:
     """Block length actually used: `block_len <= 0` or `>= n` means one block of length n."""
     return n if block_len <= 0 or block_len >= n else block_len
@@ -62,9 +61,7 @@ def masked_block_attn_ref(
     """
     check_attn_args(dep, head, value, bias, mask, block_len, direction, scale)
     B, n, d = dep.shape
-    r = resolve_block_len(block_len, n)
-    if B == 0 or n == 0:
-        return torch.zeros_like(dep)
+    r = max(resolve_block_len(block_len, n), 1)  # n = 0: no block, but no division by 0 either
     m = -(-n // r)
     if mask is None:
         mask = torch.ones(B, n, dtype=torch.bool, device=dep.device)
