@@ -7,6 +7,7 @@
 // torch.compile traces through it with the fake kernels of python/blosa/ops.py.
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <torch/autograd.h>
+#include <torch/csrc/autograd/autograd_not_implemented_fallback.h>
 #include <torch/library.h>
 
 #include <optional>
@@ -109,6 +110,10 @@ std::tuple<at::Tensor, at::Tensor> masked_block_attn_fwd_autograd(
 
 TORCH_LIBRARY_IMPL(blosa, Autograd, m) {
   m.impl("masked_block_attn_fwd", &masked_block_attn_fwd_autograd);
+  // _bwd has no derivative of its own. Gradients taken with create_graph=True come out of it
+  // tied to its inputs by a node that raises when a second derivative reaches it; without
+  // this, torch's default fallback only warns and leaves _bwd's terms out of that derivative.
+  m.impl("masked_block_attn_bwd", torch::autograd::autogradNotImplementedFallback());
 }
 
 }  // namespace blosa

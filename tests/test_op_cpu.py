@@ -1,5 +1,6 @@
 """The fused CPU op against the plain reference, gradients included."""
 import itertools
+import warnings
 
 import pytest
 import torch
@@ -108,6 +109,25 @@ def test_empty_inputs(shape, block_len, backend):
     for name, t in (("dep", dep), ("head", head), ("value", value), ("bias", bias)):
         assert t.grad is not None and t.grad.shape == t.shape, name
     assert (bias.grad == 0).all()
+
+
+@pytest.mark.parametrize("direction", DIRECTIONS)
+def test_a_second_derivative_raises_instead_of_leaving_terms_out(direction):
+    # The backward op has no derivative: gradients taken with create_graph=True are the plain
+    # ones, and differentiating them raises (torch's default would only warn and drop the
+    # backward's terms from the second derivative). As on the Triton path.
+    gen = generator_for("second derivative", direction)
+    inputs = make_inputs(2, 7, 5, torch.float64, gen)
+    mask = make_mask("holes", 2, 7, gen)
+    out = masked_block_attn(*inputs, mask, 3, direction, 5.0, backend="cpu")
+    loss = (out ** 2).sum()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no "autograd kernel was not registered" warning
+        tied = torch.autograd.grad(loss, inputs, create_graph=True)
+        plain = torch.autograd.grad(loss, inputs, retain_graph=True)
+        assert all(torch.equal(t, p) for t, p in zip(tied, plain))
+        with pytest.raises(RuntimeError, match="derivative for blosa::masked_block_attn_bwd is not implemented"):
+            torch.autograd.grad(sum(t.sum() for t in tied), inputs)
 
 
 def test_backward_is_deterministic():
