@@ -228,9 +228,9 @@ def config_binary_name(kernel: str, dtype: str, num_warps: int, constexprs: dict
                        maxnreg: int | None) -> str:
     """The name (no .cubin or .ptx) --cubin-dir gives an autotune config's binary:
     kernel-dtype-wWARPS-TILES, TILES the config's TILE_KEYS in constexprs' order (e.g.
-    bwd_fused_kernel-bf16-w8-BM64-BD32),
-    with -RN at the end for registers capped at N, then -poly for POLY_EXP2, -dN for D = N
-    (the per-pair kernels compiled for one d) and -trimmed for TRIMMED (the fused backward)."""
+    bwd_fused_kernel-bf16-w8-BM64-BD32), with -RN at the end for registers capped at N, then
+    -poly for POLY_EXP2, -dN for D = N (the per-pair kernels compiled for one d) and -trimmed
+    for TRIMMED (the fused backward)."""
     tiles = "-".join(f"{k}{v}" for k, v in constexprs.items() if k in TILE_KEYS)
     cap = f"-R{maxnreg}" if maxnreg else ""
     poly = "-poly" if constexprs.get("POLY_EXP2") else ""

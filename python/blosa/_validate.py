@@ -33,9 +33,8 @@ def check_attn_args(dep, head, value, bias, mask, block_len, direction, scale) -
         if t is not None and t.dtype != dep.dtype:
             raise TypeError(f"{name} has dtype {t.dtype} but dep has {dep.dtype}; use one dtype")
     B, n, d = dep.shape
-    if bias is not None:
-        if bias.shape != (d,):
-            raise ValueError(f"bias must have shape [d] = [{d}], got {tuple(bias.shape)}")
+    if bias is not None and bias.shape != (d,):
+        raise ValueError(f"bias must have shape [d] = [{d}], got {tuple(bias.shape)}")
     if mask is not None:
         if mask.dtype != torch.bool:
             raise TypeError(f"mask must be a bool tensor (True = real token), got {mask.dtype}")

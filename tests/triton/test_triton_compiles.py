@@ -112,7 +112,7 @@ def binary(cubins, name: str) -> tuple[list, int]:
 
 
 def config_binary(kernel: str, dtype: str, config, **constexprs) -> str:
-    """The name (no .cubin) compile_check's --cubin-dir gives autotune `config` of `kernel`
+    """The name (no .cubin or .ptx) compile_check's --cubin-dir gives autotune `config` of `kernel`
     (constexprs: those that differ in compile_check's process)."""
     return compile_check.config_binary_name(kernel, dtype, config.num_warps,
                                             dict(config.kwargs, **constexprs), config.maxnreg)

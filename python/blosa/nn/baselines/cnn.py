@@ -35,10 +35,11 @@ class MultiCNN(SentenceEncoder):
     def __init__(self, d_in: int, hidden: int = 300, widths=(3, 4, 5), filters: int | None = None,
                  activation="relu", dropout: float = 0.0, dropout_at=("dense",)):
         super().__init__(d_in, hidden, dropout, dropout_at)
-        derived = filters is None
-        if derived:
+        if filters is None:
             filters = 2 * hidden // len(widths)
-        check_width("filters", filters, f"2*hidden // {len(widths)} widths, hidden={hidden}" if derived else "")
+            check_width("filters", filters, f"2*hidden // {len(widths)} widths, hidden={hidden}")
+        else:
+            check_width("filters", filters)
         self.convs = nn.ModuleList(glorot_(nn.Conv1d(d_in, filters, k)) for k in widths)
         self.act = get_activation(activation)
         self.conv_dropout = nn.Dropout(self.dense_dropout) if self.dense_dropout > 0 else nn.Identity()

@@ -34,10 +34,11 @@ class MultiHead(SentenceEncoder):
                  activation="relu", dropout: float = 0.0, dropout_at=("dense",)):
         super().__init__(d_in, hidden, dropout, dropout_at)
         check_width("heads", heads)
-        derived = head_dim is None
-        if derived:
+        if head_dim is None:
             head_dim = 2 * hidden // heads
-        check_width("head_dim", head_dim, f"2*hidden // heads, hidden={hidden}, heads={heads}" if derived else "")
+            check_width("head_dim", head_dim, f"2*hidden // heads, hidden={hidden}, heads={heads}")
+        else:
+            check_width("head_dim", head_dim)
         self.heads, self.head_dim = heads, head_dim
         d = heads * head_dim
         p = self.dense_dropout
