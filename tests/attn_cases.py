@@ -87,3 +87,35 @@ class RecordOps(TorchDispatchMode):
 def zero_fills(names: list[str]) -> list[str]:
     """The ops among `names` that fill a tensor with zeros or a constant."""
     return [n for n in names if "zero" in n or "fill" in n or "full" in n]
+
+
+def check_autocast(backend, device, low, direction, mask_kind, gen) -> None:
+    """masked_block_attn under torch.autocast(device, low), dep in `low` and head, value, bias
+    each in `low` or float32 at random, equals bit for bit the op outside autocast on the inputs
+    cast to the dtype it computes in (float32 on CPU, `low` on CUDA: blosa/_autocast.py), and
+    each input's gradient is that run's gradient in the input's own dtype."""
+    from blosa import masked_block_attn
+
+    device = torch.device(device)
+    B, n, d = 3, int(torch.randint(1, 12, (1,), generator=gen)), 5
+    block_len = int(torch.randint(0, n + 2, (1,), generator=gen))
+    with_bias = bool(torch.randint(0, 2, (1,), generator=gen))
+    inputs = make_inputs(B, n, d, torch.float32, gen, with_bias)
+    mask = make_mask(mask_kind, B, n, gen)
+    g = torch.randn(B, n, d, generator=gen)
+    dtypes = [low] + [low if torch.rand(1, generator=gen) < 0.5 else torch.float32 for _ in range(3)]
+    computes_in = torch.float32 if device.type == "cpu" else low
+
+    def run(cast_to=None):
+        leaves = [None if t is None else t.detach().to(device, dt).to(cast_to or dt).requires_grad_()
+                  for t, dt in zip(inputs, dtypes)]
+        out = masked_block_attn(*leaves, None if mask is None else mask.to(device), block_len,
+                                direction, 5.0, backend)
+        return leaves, out, grads(out, leaves, g.to(device, out.dtype))
+
+    with torch.autocast(device.type, dtype=low):
+        leaves, out, got = run()
+    _, want, want_grads = run(cast_to=computes_in)
+    assert out.dtype == computes_in and torch.equal(out, want)
+    for leaf, grad, w in zip([t for t in leaves if t is not None], got, want_grads):
+        assert grad.dtype == leaf.dtype and torch.equal(grad, w.to(leaf.dtype))

@@ -1,5 +1,6 @@
 """The model family on a GPU: every backend against the reference model, baselines with cuDNN
-and scaled_dot_product_attention, torch.compile on CUDA. Skipped (with the reason) without CUDA.
+and scaled_dot_product_attention, torch.compile and torch.autocast on CUDA. Skipped (with the
+reason) without CUDA.
 
 Tolerances: the CUDA C++ kernels compute float64 in float64 (tight); the Triton kernels compute
 float64 inputs in float32 (see blosa_kernels/op.py), so they get a float32-level slack.
@@ -11,6 +12,7 @@ import random
 import pytest
 import torch
 
+from attn_cases import DIRECTIONS, MASK_KINDS, check_autocast, generator_for
 from blosa.ops import cuda_kernels_built
 from blosa.nn import build_encoder
 from nn_helpers import assert_close, assert_same_results, fresh_seed, outputs_and_grads, random_batch
@@ -85,3 +87,37 @@ def test_compile_on_gpu_matches_eager(backend):
     w_sent = torch.randn(3, 24, device=DEV)
     want, got = outputs_and_grads(model, x, mask, w_tok, w_sent), outputs_and_grads(compiled, x, mask, w_tok, w_sent)
     assert_same_results(got, want, f"compiled vs eager on GPU ({backend})", seed, atol=1e-4, rtol=1e-3)
+
+
+@pytest.mark.parametrize("backend", GPU_BACKENDS + ["reference"])
+@pytest.mark.parametrize("direction", DIRECTIONS)
+@pytest.mark.parametrize("low", [torch.bfloat16, torch.float16])
+def test_op_under_autocast_computes_in_autocast_dtype(backend, direction, low):
+    mask_kind = MASK_KINDS[DIRECTIONS.index(direction)]  # every mask kind once per dtype
+    check_autocast(backend, DEV, low, direction, mask_kind,
+                   generator_for("cuda autocast", backend, direction, low))
+
+
+@pytest.mark.parametrize("backend", GPU_BACKENDS)
+@pytest.mark.parametrize("name", ["bibosan", "disan"])
+def test_model_under_autocast_on_gpu(name, backend):
+    """A float32 model trained under autocast (bfloat16): its outputs stay within 5% (of their
+    largest) of the float32 model's, and every parameter gets a finite float32 gradient."""
+    seed = fresh_seed()
+    B, n, d_in, hidden = 4, random.randint(20, 60), 16, 12
+    kw = {"block_len": random.randint(1, n)} if name == "bibosan" else {}
+    model = build_encoder(name, d_in, hidden, backend=backend, **kw).to(DEV)
+    x, mask = random_batch(B, n, d_in)
+    x, mask = x.float().to(DEV), mask.to(DEV)
+    w_tok = torch.randn(B, n, model.token_dim, device=DEV)
+    w_sent = torch.randn(B, model.sentence_dim, device=DEV)
+    plain = outputs_and_grads(model, x, mask, w_tok, w_sent)
+    with torch.autocast("cuda", dtype=torch.bfloat16):
+        mixed = outputs_and_grads(model, x, mask, w_tok, w_sent)
+    for label in ("tokens", "sentence"):
+        bound = 0.05 * plain[label].abs().max().item()
+        err = (mixed[label].float() - plain[label]).abs().max().item()
+        assert err <= bound, f"{name} {backend} {label}: autocast error {err:.3g} > {bound:.3g} (seed={seed})"
+    for label, grad in mixed.items():
+        if label.startswith("d "):
+            assert grad is not None and grad.dtype == torch.float32 and torch.isfinite(grad).all(), (label, seed)

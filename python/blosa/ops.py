@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import torch
 
+from blosa._autocast import autocast_dtype, cast_floating
 from blosa._validate import check_attn_args
 from blosa.reference import masked_block_attn_ref
 
@@ -136,7 +137,16 @@ def masked_block_attn(
         over the allowed keys i of c * tanh((dep[b,i,k] + head[b,j,k] + bias[k]) / c).
         A query with no allowed key (padding, the first token of a block under "forward") gets 0
         and passes no gradient.
+
+    Under torch.autocast, dep, head, value and bias are first cast to one dtype, autocast's
+    (float16 or bfloat16) on CUDA and float32 on CPU, and the op computes in it with autocast
+    off (blosa/_autocast.py). torch.ops.blosa.* take their inputs as given.
     """
+    dtype = autocast_dtype(dep)
+    if dtype is not None:
+        dep, head, value, bias = cast_floating((dep, head, value, bias), dtype)
+        with torch.autocast(dep.device.type, enabled=False):
+            return masked_block_attn(dep, head, value, bias, mask, block_len, direction, scale, backend)
     check_attn_args(dep, head, value, bias, mask, block_len, direction, scale)
     fn = _BACKEND_FN[resolve_backend(backend, dep.device)]
     return fn(dep, head, value, bias, mask, block_len, direction, scale)

@@ -1,0 +1,119 @@
+"""masked_block_attn and the models under torch.autocast on CPU (blosa/_autocast.py).
+
+Inside autocast the op casts its inputs to float32 on CPU and computes with autocast off, so its
+result must equal, bit for bit, the op run outside autocast on the inputs cast to float32, and
+each input's gradient that result's gradient in the input's own dtype (attn_cases.check_autocast;
+on CUDA: tests/test_nn_cuda.py and tests/triton/test_triton_autocast.py).
+"""
+from __future__ import annotations
+
+import random
+
+import pytest
+import torch
+
+from attn_cases import (DIRECTIONS, MASK_KINDS, check_autocast, generator_for, make_inputs,
+                        make_mask)
+from blosa import masked_block_attn
+from blosa.nn import ATTENTION_ENCODERS, build_encoder
+from nn_helpers import fresh_seed, outputs_and_grads, random_batch
+
+LOW = (torch.bfloat16, torch.float16)
+
+
+@pytest.mark.parametrize("backend", ["cpu", "reference"])
+@pytest.mark.parametrize("direction", DIRECTIONS)
+@pytest.mark.parametrize("mask_kind", MASK_KINDS)
+@pytest.mark.parametrize("low", LOW)
+def test_op_under_autocast_computes_in_float32(backend, direction, mask_kind, low):
+    check_autocast(backend, "cpu", low, direction, mask_kind,
+                   generator_for("autocast", backend, direction, mask_kind, low))
+
+
+def test_float64_stays_float64_under_autocast():
+    gen = generator_for("autocast float64")
+    dep, head, value, bias = make_inputs(2, 7, 4, torch.float64, gen)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        out = masked_block_attn(dep, head, value, bias, None, 3, "diag")
+    assert out.dtype == torch.float64
+    assert torch.equal(out, masked_block_attn(dep, head, value, bias, None, 3, "diag"))
+
+
+def test_bad_argument_still_named_under_autocast():
+    dep = torch.randn(2, 5, 4, dtype=torch.bfloat16)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        with pytest.raises(TypeError, match="bias must be a torch.Tensor or None, got list"):
+            masked_block_attn(dep, dep, dep, [0.0] * 4)
+        with pytest.raises(TypeError, match="head has dtype torch.float64 but dep has torch.float32"):
+            masked_block_attn(dep, dep.double(), dep)  # float64 is not autocast's to change
+
+
+def assert_near(got: dict, want: dict, rel: float, where: str, seed: int) -> None:
+    """Every output and gradient of `got` within rel * max |want| + 1e-5 of `want`, label by
+    label. The 1e-5 is for gradients that are 0 by structure, which float32 rounding leaves at up
+    to ~1e-6: in blocks of two under "forward" each query has one key, so p = 1 and the scores
+    get no gradient."""
+    assert got.keys() == want.keys(), f"{where}: {sorted(got.keys() ^ want.keys())}"
+    for label, w in want.items():
+        assert w is not None and got[label] is not None, f"{label} got no gradient ({where})"
+        assert got[label].dtype == w.dtype, f"{label}: {got[label].dtype} vs {w.dtype} ({where})"
+        bound = rel * w.abs().max().item() + 1e-5
+        err = (got[label].double() - w.double()).abs().max().item()
+        assert err <= bound, f"{label}, {where}: error {err:.3g} > {bound:.3g} (seed={seed})"
+
+
+@pytest.mark.parametrize("name", ATTENTION_ENCODERS)
+def test_models_under_autocast_match_the_reference_model(name):
+    """Under autocast, a model on the fused op and the same model on the reference see the same
+    bfloat16 projections and compute the attention in float32: they agree up to bfloat16
+    rounding downstream, outputs and every gradient; and both stay near the model run without
+    autocast (outputs). (An indexing or masking error is of the order of the values themselves.)"""
+    seed = fresh_seed()
+    B, n, d_in, hidden = 3, random.randint(5, 14), 12, 8
+    kw = {"block_len": random.randint(1, n)} if name.startswith("bibosan") else {}
+    model = build_encoder(name, d_in, hidden, backend="cpu", **kw)
+    ref = build_encoder(name, d_in, hidden, backend="reference", **kw)
+    ref.load_state_dict(model.state_dict())
+    x, mask = random_batch(B, n, d_in)
+    x = x.float()
+    w_tok, w_sent = torch.randn(B, n, model.token_dim), torch.randn(B, model.sentence_dim)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        got = outputs_and_grads(model, x, mask, w_tok, w_sent)
+        want = outputs_and_grads(ref, x, mask, w_tok, w_sent)
+    # A source2token score layer's bias gets 0 by structure (its softmax over tokens does not
+    # move when every score shifts alike): in bfloat16 both sides hold only rounding there.
+    for label in [label for label in want if label.endswith("score_layer.linear.bias")]:
+        del got[label], want[label]
+    assert_near(got, want, 2e-2, f"{name} under autocast, fused vs reference", seed)
+    # Outputs only: bfloat16 moves gradients that are 0 by structure (the score layers' biases,
+    # under softmax's shift invariance) and a few others by more than 5% of their largest.
+    plain = outputs_and_grads(model, x, mask, w_tok, w_sent)
+    outputs = ("tokens", "sentence")
+    assert_near({k: got[k] for k in outputs}, {k: plain[k].to(got[k].dtype) for k in outputs},
+                5e-2, f"{name}, autocast vs float32", seed)
+
+
+def test_compiled_op_under_autocast_matches_eager():
+    """torch.compile(fullgraph=True) traces the cast and the autocast-off region: same result,
+    same gradients, bit for bit (the casts are exact, the kernel the same)."""
+    torch._dynamo.reset()
+    gen = generator_for("autocast compiled")
+    B, n, d = 2, 9, 6
+    inputs = make_inputs(B, n, d, torch.float32, gen)
+    mask = make_mask("holes", B, n, gen)
+    g = torch.randn(B, n, d, generator=gen)
+    dtypes = [torch.bfloat16, torch.bfloat16, torch.float32, torch.float32]
+
+    def attend(dep, head, value, bias):
+        return masked_block_attn(dep, head, value, bias, mask, 4, "backward")
+
+    results = []
+    for fn in (attend, torch.compile(attend, fullgraph=True)):
+        mixed = [t.detach().to(dt).requires_grad_() for t, dt in zip(inputs, dtypes)]
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            out = fn(*mixed)
+        results.append((out, torch.autograd.grad(out, mixed, g)))
+    (out, grads), (want, want_grads) = results[1], results[0]
+    assert out.dtype == torch.float32 and torch.equal(out, want)
+    for grad, w, dtype in zip(grads, want_grads, dtypes):
+        assert grad.dtype == dtype and torch.equal(grad, w)
