@@ -1,4 +1,5 @@
-"""masked_block_attn and the models under torch.autocast on CPU (blosa/_autocast.py).
+"""masked_block_attn and the models under torch.autocast on CPU (blosa/_autocast.py), and models
+converted to bfloat16 on CPU.
 
 Inside autocast the op casts its inputs to float32 on CPU and computes with autocast off, so its
 result must equal, bit for bit, the op run outside autocast on the inputs cast to float32, and
@@ -117,3 +118,24 @@ def test_compiled_op_under_autocast_matches_eager():
     assert out.dtype == torch.float32 and torch.equal(out, want)
     for grad, w, dtype in zip(grads, want_grads, dtypes):
         assert grad.dtype == dtype and torch.equal(grad, w)
+
+
+@pytest.mark.parametrize("name", ATTENTION_ENCODERS)
+def test_bfloat16_models_run_on_cpu(name):
+    """Not autocast but its neighbour: a model converted to bfloat16 on CPU, whose attention the
+    CPU op computes in float32 (test_op_cpu.py), stays near the float32 model, and every
+    parameter gets a finite bfloat16 gradient."""
+    seed = fresh_seed()
+    B, n, d_in, hidden = 3, random.randint(5, 14), 12, 8
+    kw = {"block_len": random.randint(1, n)} if name.startswith("bibosan") else {}
+    model = build_encoder(name, d_in, hidden, backend="cpu", **kw)
+    x, mask = random_batch(B, n, d_in)
+    w_tok, w_sent = torch.randn(B, n, model.token_dim), torch.randn(B, model.sentence_dim)
+    single = outputs_and_grads(model.float(), x.float(), mask, w_tok, w_sent)
+    half = outputs_and_grads(model.bfloat16(), x.bfloat16(), mask, w_tok.bfloat16(), w_sent.bfloat16())
+    outputs = ("tokens", "sentence")
+    assert_near({k: half[k] for k in outputs}, {k: single[k].bfloat16() for k in outputs},
+                5e-2, f"{name}, bfloat16 vs float32", seed)
+    for label, grad in half.items():
+        if label.startswith("d "):
+            assert grad.dtype == torch.bfloat16 and torch.isfinite(grad).all(), (label, seed)

@@ -97,6 +97,26 @@ def test_queries_without_keys_get_zero_and_no_gradient():
 
 
 # The reference too: it is the oracle, and autograd must reach every input through it.
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("direction", DIRECTIONS)
+def test_half_precision_is_computed_in_float32(direction, dtype):
+    """The CPU kernels take float32/float64: blosa.masked_block_attn gives them float16/bfloat16
+    inputs in float32 and returns the result (and every gradient) rounded to the inputs' dtype,
+    bit for bit the float32 op on the same values."""
+    gen = generator_for("half", direction, dtype)
+    n = int(torch.randint(1, 2 * N, (1,), generator=gen))
+    block_len = int(torch.randint(0, n + 2, (1,), generator=gen))
+    half = make_inputs(3, n, 9, dtype, gen)
+    single = [t.detach().float().requires_grad_() for t in half]
+    mask = make_mask(MASK_KINDS[int(torch.randint(0, len(MASK_KINDS), (1,), generator=gen))], 3, n, gen)
+    grad_out = torch.randn(3, n, 9, generator=gen, dtype=dtype)
+    out = masked_block_attn(*half, mask, block_len, direction, backend="cpu")
+    want = masked_block_attn(*single, mask, block_len, direction, backend="cpu")
+    assert out.dtype == dtype and torch.equal(out, want.to(dtype))
+    for got, w in zip(grads(out, half, grad_out), grads(want, single, grad_out.float())):
+        assert got.dtype == dtype and torch.equal(got, w.to(dtype))
+
+
 @pytest.mark.parametrize("backend", ["cpu", "reference"])
 @pytest.mark.parametrize("block_len", [0, 2])
 @pytest.mark.parametrize("shape", [(0, 5, 4), (2, 0, 4), (2, 5, 0)])

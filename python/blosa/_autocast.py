@@ -7,7 +7,7 @@ inputs to one dtype, per device:
 
 - CUDA: autocast's dtype (float16 or bfloat16), as `scaled_dot_product_attention` does; every
   CUDA kernel accumulates in float32, and the low-precision ones are the fast ones.
-- CPU: float32, the dtype the fused CPU kernel computes in (it takes no half types).
+- CPU: float32, the dtype the fused CPU kernels compute in (they take no half types).
 
 float64 tensors stay as they are, as autocast leaves them, and so does anything that is not a
 floating tensor: the argument checks that follow name it. The op then runs with autocast off,

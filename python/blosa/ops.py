@@ -69,13 +69,22 @@ def _fused(dep, head, value, bias, mask, block_len, direction, scale):
     return torch.ops.blosa.masked_block_attn(dep, head, value, bias, mask, block_len, direction, scale)
 
 
+def _fused_cpu(dep, head, value, bias, mask, block_len, direction, scale):
+    """The C++ op on CPU. Its kernels take float32/float64 only: float16/bfloat16 inputs are
+    computed in float32 and the result returned in their dtype (gradients too, through the casts)."""
+    if dep.dtype not in (torch.float16, torch.bfloat16):
+        return _fused(dep, head, value, bias, mask, block_len, direction, scale)
+    dep32, head32, value32, bias32 = cast_floating((dep, head, value, bias), torch.float32)
+    return _fused(dep32, head32, value32, bias32, mask, block_len, direction, scale).to(dep.dtype)
+
+
 def _triton(dep, head, value, bias, mask, block_len, direction, scale):
     from blosa_kernels import masked_block_attn_triton  # imports triton only when asked for
 
     return masked_block_attn_triton(dep, head, value, bias, mask, block_len, direction, scale)
 
 
-_BACKEND_FN = {"cpu": _fused, "cuda": _fused, "triton": _triton, "reference": masked_block_attn_ref}
+_BACKEND_FN = {"cpu": _fused_cpu, "cuda": _fused, "triton": _triton, "reference": masked_block_attn_ref}
 
 
 def resolve_backend(backend: str, device: torch.device) -> str:
@@ -128,9 +137,9 @@ def masked_block_attn(
         direction: which keys i a query j sees in its block: "forward" i < j, "backward" i > j,
             "diag" i != j, "all" every key.
         scale: c in c * tanh(z / c); finite and positive.
-        backend: "auto" (the fastest available for the tensors' device), "cpu" (fused C++,
-            float32/float64), "cuda" (fused CUDA C++), "triton" (computes float64 inputs in
-            float32), or "reference" (plain PyTorch).
+        backend: "auto" (the fastest available for the tensors' device), "cpu" (fused C++;
+            computes float16/bfloat16 inputs in float32), "cuda" (fused CUDA C++), "triton"
+            (computes float64 inputs in float32), or "reference" (plain PyTorch).
 
     Returns:
         out: [B, n, d], out[b, j, k] = sum_i p[b, j, i, k] * value[b, i, k], p being the softmax
