@@ -8,6 +8,7 @@ section 4.5, to `--plot` (default demo.png).
 from __future__ import annotations
 
 import argparse
+import os
 import time
 
 import torch
@@ -81,11 +82,33 @@ def plot_sweep(path: str) -> None:
     print(f"\nwrote {path}")
 
 
+def plot_path_problem(path: str) -> str | None:
+    """Why the plot could not be written to `path` (checked before minutes of timing), or None."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    folder = os.path.dirname(os.path.abspath(path))
+    if os.path.isdir(path):
+        return f"{path} is a folder; name a file in it"
+    if not os.path.isdir(folder):
+        return f"folder {folder} does not exist"
+    if not os.access(folder, os.W_OK):
+        return f"folder {folder} is not writable"
+    suffix = os.path.splitext(path)[1][1:].lower()
+    formats = FigureCanvasAgg(Figure()).get_supported_filetypes()
+    if suffix and suffix not in formats:
+        return f"matplotlib cannot write .{suffix} files; use one of {', '.join(sorted(formats))}"
+    return None
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--plot", default="demo.png", help="where to write the sweep's plot")
     parser.add_argument("--no-plot", action="store_true", help="skip the sequence-length sweep")
     args = parser.parse_args(argv)
+    problem = None if args.no_plot else plot_path_problem(args.plot)
+    if problem:
+        parser.error(f"--plot: {problem}")
     print_table()
     if not args.no_plot:
         plot_sweep(args.plot)
