@@ -237,6 +237,24 @@ def test_no_mask_means_every_token_is_real(name):
         assert torch.equal(got, want), f"{name} {what}: mask=None differs from an all-True mask (seed={seed})"
 
 
+@pytest.mark.parametrize("shape", [(0, 6), (3, 0), (0, 0)])
+@pytest.mark.parametrize("name", sorted(ENCODERS))
+def test_empty_batches(name, shape):
+    """B = 0 or n = 0: outputs of the right shapes (a sentence with no token is 0, as for an
+    all-padding row), and backward reaches the embeddings and every parameter the model uses."""
+    B, n = shape
+    model = build_encoder(name, 5, 4).double()
+    x = torch.randn(B, n, 5, dtype=torch.float64, requires_grad=True)
+    for mask in (torch.zeros(B, n, dtype=torch.bool), None):
+        model.zero_grad(set_to_none=True)
+        tokens, sentence = model(x, mask)
+        assert tokens.shape == (B, n, model.token_dim) and sentence.shape == (B, model.sentence_dim)
+        assert torch.all(sentence == 0)
+        (tokens.sum() + sentence.sum()).backward()
+        assert x.grad is not None and x.grad.shape == x.shape
+        assert any(p.grad is not None for p in model.parameters()), f"{name}: no parameter in the graph"
+
+
 ENCODER_BAD_INPUTS = [
     ("embeddings type", lambda x, mask: (x.tolist(), mask), TypeError, "embeddings must be a torch.Tensor, got list"),
     ("embeddings width", lambda x, mask: (x[..., :-1], mask), ValueError, r"embeddings must be \[B, n, 5\]"),

@@ -4,6 +4,7 @@ from __future__ import annotations
 from typing import Iterable
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from blosa.nn.layers import check_encoder_args, check_width, dropout_places, zero_padding
@@ -14,7 +15,7 @@ class SentenceEncoder(nn.Module):
 
     Shapes: x [B, n, d_in] embeddings; mask [B, n] bool, True for real tokens (None: all real) ->
     tokens [B, n, token_dim] (exactly 0 at padding), sentence [B, sentence_dim]
-    (0 for a row with no real token). Subclasses implement `encode` with the same
+    (0 for a row with no real token). An empty batch (B = 0 or n = 0) is fine. Subclasses implement `encode` with the same
     signature and set `token_dim` and `sentence_dim`.
 
     d_in and hidden (the encoder's width, see registry.build_encoder) are checked here, before
@@ -45,6 +46,13 @@ class SentenceEncoder(nn.Module):
         check_encoder_args(x, mask, self.d_in)
         if mask is None:  # every token real, as in masked_block_attn
             mask = torch.ones(x.shape[:2], dtype=torch.bool, device=x.device)
+        B, n = mask.shape
+        if B == 0 or n == 0:
+            # Packing, convolutions and SRU's loop take no empty batch: encode one padding token
+            # per row in at least one row (x padded, so gradients still reach it) and cut back.
+            grown = F.pad(x, (0, 0, 0, max(n, 1) - n, 0, max(B, 1) - B))
+            tokens, sentence = self(grown, mask.new_zeros(grown.shape[:2]))
+            return tokens[:B, :n], sentence[:B]
         x = zero_padding(self.in_drop(x), mask)  # padding content can never matter
         tokens, sentence = self.encode(x, mask)
         return zero_padding(self.out_drop(tokens), mask), self.out_drop(sentence)
