@@ -22,16 +22,20 @@ inline Direction direction_from_string(const std::string& direction) {
                     direction, "'");
 }
 
+// Sizes are read as SymInts: under torch.compile with dynamic shapes, these checks of the
+// composite op then add guards relating B, n and d (equalities the shapes already satisfy)
+// instead of fixing them to the traced values, which would recompile for every new length.
 inline void check_attn_args(const at::Tensor& dep, const at::Tensor& head, const at::Tensor& value,
                             const std::optional<at::Tensor>& bias,
                             const std::optional<at::Tensor>& mask, const std::string& direction,
                             double scale) {
-  TORCH_CHECK_VALUE(dep.dim() == 3, "dep must be 3-D [B, n, d], got shape ", dep.sizes());
-  TORCH_CHECK_VALUE(head.dim() == 3, "head must be 3-D [B, n, d], got shape ", head.sizes());
-  TORCH_CHECK_VALUE(value.dim() == 3, "value must be 3-D [B, n, d], got shape ", value.sizes());
-  TORCH_CHECK_VALUE(head.sizes() == dep.sizes() && value.sizes() == dep.sizes(),
+  TORCH_CHECK_VALUE(dep.dim() == 3, "dep must be 3-D [B, n, d], got shape ", dep.sym_sizes());
+  TORCH_CHECK_VALUE(head.dim() == 3, "head must be 3-D [B, n, d], got shape ", head.sym_sizes());
+  TORCH_CHECK_VALUE(value.dim() == 3, "value must be 3-D [B, n, d], got shape ",
+                    value.sym_sizes());
+  TORCH_CHECK_VALUE(head.sym_sizes() == dep.sym_sizes() && value.sym_sizes() == dep.sym_sizes(),
                     "dep, head and value must have the same shape [B, n, d], got dep ",
-                    dep.sizes(), ", head ", head.sizes(), ", value ", value.sizes());
+                    dep.sym_sizes(), ", head ", head.sym_sizes(), ", value ", value.sym_sizes());
   TORCH_CHECK_TYPE(dep.is_floating_point(), "dep must be a floating-point tensor, got ",
                    dep.scalar_type());
   TORCH_CHECK_TYPE(head.scalar_type() == dep.scalar_type(), "head has dtype ", head.scalar_type(),
@@ -42,10 +46,10 @@ inline void check_attn_args(const at::Tensor& dep, const at::Tensor& head, const
                     " but dep is on ", dep.device(), "; use one device");
   TORCH_CHECK_VALUE(value.device() == dep.device(), "value is on ", value.device(),
                     " but dep is on ", dep.device(), "; use one device");
-  const int64_t B = dep.size(0), n = dep.size(1), d = dep.size(2);
+  const c10::SymInt B = dep.sym_size(0), n = dep.sym_size(1), d = dep.sym_size(2);
   if (bias.has_value()) {
-    TORCH_CHECK_VALUE(bias->dim() == 1 && bias->size(0) == d, "bias must have shape [d] = [", d,
-                      "], got ", bias->sizes());
+    TORCH_CHECK_VALUE(bias->dim() == 1 && bias->sym_size(0) == d, "bias must have shape [d] = [",
+                      d, "], got ", bias->sym_sizes());
     TORCH_CHECK_TYPE(bias->scalar_type() == dep.scalar_type(), "bias has dtype ",
                      bias->scalar_type(), " but dep has ", dep.scalar_type(), "; use one dtype");
     TORCH_CHECK_VALUE(bias->device() == dep.device(), "bias is on ", bias->device(),
@@ -54,8 +58,8 @@ inline void check_attn_args(const at::Tensor& dep, const at::Tensor& head, const
   if (mask.has_value()) {
     TORCH_CHECK_TYPE(mask->scalar_type() == at::kBool,
                      "mask must be a bool tensor (True = real token), got ", mask->scalar_type());
-    TORCH_CHECK_VALUE(mask->dim() == 2 && mask->size(0) == B && mask->size(1) == n,
-                      "mask must have shape [B, n] = [", B, ", ", n, "], got ", mask->sizes());
+    TORCH_CHECK_VALUE(mask->dim() == 2 && mask->sym_size(0) == B && mask->sym_size(1) == n,
+                      "mask must have shape [B, n] = [", B, ", ", n, "], got ", mask->sym_sizes());
     TORCH_CHECK_VALUE(mask->device() == dep.device(), "mask is on ", mask->device(),
                       " but dep is on ", dep.device(), "; use one device");
   }

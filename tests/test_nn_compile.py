@@ -34,3 +34,23 @@ def test_compiled_matches_eager(eager_and_compiled):
     got = outputs_and_grads(compiled, x, mask, w_tok, w_sent)  # compiled shares the eager module's parameters
     assert_same_results(got, want, f"{name} compiled vs eager", seed)
     assert torch.isfinite(got["sentence"]).all()
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_one_graph_for_every_length(name):
+    """torch.compile(dynamic=True) compiles once for batches of different sizes and lengths (NLP
+    batches vary in both), matching eager at each. Bi-BloSAN compiles a second graph for lengths
+    that its block length divides (no padding block), and with the "auto" block length one
+    more wherever ceil(cbrt(2n)) changes: the lengths here avoid both."""
+    torch._dynamo.reset()
+    seed = fresh_seed()
+    model = build_encoder(name, 5, 4, backend="cpu", **CASES[name]).double()
+    compiled = torch.compile(model, fullgraph=True, dynamic=True, backend="aot_eager")
+    with torch._dynamo.config.patch(error_on_recompile=True):
+        for B, n in ((3, 7), (2, 11), (4, random.choice([13, 14, 16, 17, 19, 20]))):
+            x, mask = random_batch(B, n, 5)
+            w_tok = torch.randn(B, n, model.token_dim, dtype=torch.float64)
+            w_sent = torch.randn(B, model.sentence_dim, dtype=torch.float64)
+            want = outputs_and_grads(model, x, mask, w_tok, w_sent)
+            got = outputs_and_grads(compiled, x, mask, w_tok, w_sent)
+            assert_same_results(got, want, f"{name} compiled (dynamic) vs eager, B={B} n={n}", seed)

@@ -2,7 +2,7 @@
 import pytest
 import torch
 
-from attn_cases import RecordOps, generator_for, make_inputs, make_mask, zero_fills
+from attn_cases import RecordOps, generator_for, grads, make_inputs, make_mask, zero_fills
 from blosa import masked_block_attn
 
 
@@ -84,6 +84,28 @@ def test_torch_compile_fullgraph_matches_eager():
     g_want = torch.autograd.grad(want.sum(), [x, lin.weight])
     for a, b in zip(g_got, g_want):
         torch.testing.assert_close(a, b)
+
+
+@pytest.mark.parametrize("direction, block_len", [("forward", 4), ("all", 0)])
+def test_torch_compile_dynamic_shapes_compile_once(direction, block_len):
+    """dynamic=True: one graph serves every batch size and length (the C++ op's checks read
+    SymInts, and scale may be a SymFloat), with eager's results and gradients at each."""
+    torch._dynamo.reset()
+
+    def layer(dep, head, value, bias, mask, scale):
+        return masked_block_attn(dep, head, value, bias, mask, block_len, direction, scale)
+
+    compiled = torch.compile(layer, fullgraph=True, dynamic=True, backend="aot_eager")
+    with torch._dynamo.config.patch(error_on_recompile=True):
+        for B, n in ((3, 10), (2, 17), (5, 13)):
+            gen = generator_for("dynamic", direction, block_len, B, n)
+            inputs = make_inputs(B, n, 4, torch.float64, gen)
+            mask = make_mask("right_pad", B, n, gen)
+            got, want = compiled(*inputs, mask, 3.0), layer(*inputs, mask, 3.0)
+            torch.testing.assert_close(got, want)
+            g = torch.randn(B, n, 4, generator=gen, dtype=torch.float64)
+            for a, b in zip(grads(got, inputs, g), grads(want, inputs, g)):
+                torch.testing.assert_close(a, b)
 
 
 @pytest.mark.parametrize("backend", ["cpu", "reference"])

@@ -57,5 +57,7 @@ def check_direction(direction) -> None:
 
 def check_scale(scale) -> None:
     """Raise ValueError unless `scale` (c in c * tanh(z / c)) is a finite positive number."""
-    if isinstance(scale, bool) or not isinstance(scale, (int, float)) or not math.isfinite(scale) or scale <= 0:
+    # 0 < scale < inf rather than math.isfinite: it also refuses NaN, and torch.compile can
+    # trace it when scale is symbolic (dynamic=True makes a module's float attributes SymFloats).
+    if isinstance(scale, bool) or not isinstance(scale, (int, float, torch.SymFloat)) or not 0 < scale < math.inf:
         raise ValueError(f"scale must be a finite positive number, got {scale!r}")
