@@ -121,3 +121,23 @@ def test_model_under_autocast_on_gpu(name, backend):
     for label, grad in mixed.items():
         if label.startswith("d "):
             assert grad is not None and grad.dtype == torch.float32 and torch.isfinite(grad).all(), (label, seed)
+
+
+@pytest.mark.parametrize("backend", GPU_BACKENDS)
+def test_compile_dynamic_on_gpu_one_graph_for_every_length(backend):
+    """torch.compile(dynamic=True) on CUDA: one graph for batches of several sizes and lengths
+    (none a multiple of the block length, which takes a second graph), each matching eager."""
+    seed = fresh_seed()
+    torch._dynamo.reset()
+    model = build_encoder("bibosan", 16, 12, block_len=4, backend=backend).to(DEV)
+    compiled = torch.compile(model, fullgraph=True, dynamic=True)
+    with torch._dynamo.config.patch(error_on_recompile=True):
+        for B, n in ((3, 23), (2, 10), (5, 37)):
+            x, mask = random_batch(B, n, 16)
+            x, mask = x.float().to(DEV), mask.to(DEV)
+            w_tok = torch.randn(B, n, 24, device=DEV)
+            w_sent = torch.randn(B, 24, device=DEV)
+            want = outputs_and_grads(model, x, mask, w_tok, w_sent)
+            got = outputs_and_grads(compiled, x, mask, w_tok, w_sent)
+            assert_same_results(got, want, f"compiled (dynamic) vs eager on GPU ({backend}), B={B} n={n}",
+                                seed, atol=1e-4, rtol=1e-3)
