@@ -54,3 +54,21 @@ def test_one_graph_for_every_length(name):
             want = outputs_and_grads(model, x, mask, w_tok, w_sent)
             got = outputs_and_grads(compiled, x, mask, w_tok, w_sent)
             assert_same_results(got, want, f"{name} compiled (dynamic) vs eager, B={B} n={n}", seed)
+
+
+@pytest.mark.parametrize("name, dynamic_length", [("disan", True), ("bibosan", False)])
+def test_export_with_a_dynamic_batch(name, dynamic_length):
+    """torch.export with a symbolic batch size (DiSAN: and length), run at other sizes against
+    eager. Bi-BloSAN's length stays fixed: repeating each block's context over its r tokens
+    and cutting at n (mblosa.py) makes export ask whether r divides n."""
+    seed = fresh_seed()
+    model = build_encoder(name, 5, 4, backend="cpu", **CASES[name]).double().eval()
+    x, mask = random_batch(2, 9, 5, lengths=[9, 4])
+    dims = {0: torch.export.Dim("B", min=2, max=64)}
+    if dynamic_length:
+        dims[1] = torch.export.Dim("n", min=2, max=512)
+    exported = torch.export.export(model, (x, mask), dynamic_shapes=(dims, dims)).module()
+    for B, n in ((5, 17 if dynamic_length else 9), (3, 4 if dynamic_length else 9)):
+        x, mask = random_batch(B, n, 5)
+        for got, want, what in zip(exported(x, mask), model(x, mask), ("tokens", "sentence")):
+            torch.testing.assert_close(got, want, msg=lambda m: f"{name} {what} B={B} n={n} (seed={seed}): {m}")
