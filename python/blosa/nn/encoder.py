@@ -15,8 +15,8 @@ class SentenceEncoder(nn.Module):
 
     Shapes: x [B, n, d_in] embeddings; mask [B, n] bool, True for real tokens (None: all real) ->
     tokens [B, n, token_dim] (exactly 0 at padding), sentence [B, sentence_dim]
-    (0 for a row with no real token). An empty batch (B = 0 or n = 0) is fine. Subclasses implement `encode` with the same
-    signature and set `token_dim` and `sentence_dim`.
+    (0 for a row with no real token). An empty batch (B = 0 or n = 0) is fine. Subclasses
+    implement `encode` with the same signature and set `token_dim` and `sentence_dim`.
 
     d_in and hidden (the encoder's width, see registry.build_encoder) are checked here, before
     any layer is built.
@@ -51,7 +51,7 @@ class SentenceEncoder(nn.Module):
             # Packing, convolutions and SRU's loop take no empty batch: encode one padding token
             # per row in at least one row (x padded, so gradients still reach it) and cut back.
             grown = F.pad(x, (0, 0, 0, max(n, 1) - n, 0, max(B, 1) - B))
-            tokens, sentence = self(grown, mask.new_zeros(grown.shape[:2]))
+            tokens, sentence = self.forward(grown, mask.new_zeros(grown.shape[:2]))  # hooks ran once
             return tokens[:B, :n], sentence[:B]
         x = zero_padding(self.in_drop(x), mask)  # padding content can never matter
         tokens, sentence = self.encode(x, mask)
