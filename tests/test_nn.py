@@ -4,6 +4,7 @@ from __future__ import annotations
 import math
 import random
 
+import numpy as np
 import pytest
 import torch
 
@@ -333,3 +334,14 @@ def test_snli_parameter_counts():
     for r in rows.values():  # |theta| rounds to the paper's value, except "w/o Local" (see docs/MODELS.md)
         if r["name"] != "bibosan_no_local":
             assert abs(r["total"] / 1e6 - r["paper_m"]) < 0.1, r
+
+
+def test_numpy_block_len_and_scale_give_the_python_values_model():
+    """A block length and scale from numpy (a config computed with it) build the same model."""
+    seed = fresh_seed()
+    x, mask = random_batch(3, 10, 5)
+    models = [build_encoder("bibosan", 5, 4, block_len=r, scale=c).double()
+              for r, c in ((3, 5.5), (np.int64(3), np.float32(5.5)))]
+    models[1].load_state_dict(models[0].state_dict())
+    for got, want in zip(models[1](x, mask), models[0](x, mask)):
+        assert torch.equal(got, want), f"seed={seed}"

@@ -1,6 +1,7 @@
 """Bad input gets a clear error naming the argument, before any work, on every entry point."""
 import math
 
+import numpy as np
 import pytest
 import torch
 
@@ -67,6 +68,9 @@ NOT_TENSORS = [
     ("value", dict(value=None), "value must be a torch.Tensor, got NoneType"),
     ("bias", dict(bias=[0.0] * D), "bias must be a torch.Tensor or None, got list"),
     ("mask", dict(mask=[[True] * N] * B), "mask must be a torch.Tensor or None, got list"),
+    ("block_len", dict(block_len=torch.tensor(2)), "block_len must be an int, got Tensor"),
+    ("scale", dict(scale=torch.tensor(5.0)), "scale must be a real number, got Tensor"),
+    ("scale string", dict(scale="5"), "scale must be a real number, got str"),
 ]
 
 
@@ -105,3 +109,12 @@ def test_inputs_are_untouched_after_an_error():
     with pytest.raises(ValueError):
         masked_block_attn(**args)
     assert all(torch.equal(args[k], v) for k, v in before.items())
+
+
+@pytest.mark.parametrize("backend", ["cpu", "reference"])
+def test_numpy_scalars_are_taken_as_python_ones(backend):
+    """block_len and scale from numpy (a config computed with it) give the Python values' bits."""
+    args = good_args()
+    want = masked_block_attn(**args, backend=backend)
+    args.update(block_len=np.int64(args["block_len"]), scale=np.float32(args["scale"]))
+    assert torch.equal(masked_block_attn(**args, backend=backend), want)

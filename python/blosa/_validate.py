@@ -6,6 +6,7 @@ They run before any work and name the argument at fault. The C++ op repeats the 
 from __future__ import annotations
 
 import math
+import numbers
 
 import torch
 
@@ -43,7 +44,7 @@ def check_attn_args(dep, head, value, bias, mask, block_len, direction, scale) -
     for name, t in (("head", head), ("value", value), ("bias", bias), ("mask", mask)):
         if t is not None and t.device != dep.device:
             raise ValueError(f"{name} is on {t.device} but dep is on {dep.device}; use one device")
-    if isinstance(block_len, bool) or not isinstance(block_len, int):
+    if isinstance(block_len, bool) or not isinstance(block_len, numbers.Integral):
         raise TypeError(f"block_len must be an int, got {type(block_len).__name__}")
     check_direction(direction)
     check_scale(scale)
@@ -56,8 +57,11 @@ def check_direction(direction) -> None:
 
 
 def check_scale(scale) -> None:
-    """Raise ValueError unless `scale` (c in c * tanh(z / c)) is a finite positive number."""
+    """Raise TypeError unless `scale` (c in c * tanh(z / c)) is a real number (Python's, numpy's),
+    ValueError unless it is finite and positive."""
+    if isinstance(scale, bool) or not isinstance(scale, (numbers.Real, torch.SymFloat)):
+        raise TypeError(f"scale must be a real number, got {type(scale).__name__}")
     # 0 < scale < inf rather than math.isfinite: it also refuses NaN, and torch.compile can
     # trace it when scale is symbolic (dynamic=True makes a module's float attributes SymFloats).
-    if isinstance(scale, bool) or not isinstance(scale, (int, float, torch.SymFloat)) or not 0 < scale < math.inf:
+    if not 0 < scale < math.inf:
         raise ValueError(f"scale must be a finite positive number, got {scale!r}")

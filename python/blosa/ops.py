@@ -157,5 +157,8 @@ def masked_block_attn(
         with torch.autocast(dep.device.type, enabled=False):
             return masked_block_attn(dep, head, value, bias, mask, block_len, direction, scale, backend)
     check_attn_args(dep, head, value, bias, mask, block_len, direction, scale)
+    block_len = int(block_len)  # numpy's ints as Python's, which every backend takes
+    if not isinstance(scale, (int, float, torch.SymFloat)):
+        scale = float(scale)  # numpy's floats likewise (a SymFloat stays symbolic)
     fn = _BACKEND_FN[resolve_backend(backend, dep.device)]
     return fn(dep, head, value, bias, mask, block_len, direction, scale)

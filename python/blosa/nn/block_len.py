@@ -8,6 +8,7 @@ is at most sigma sqrt(2 ln B) + mu, so r = cbrt(2 (sigma sqrt(2 ln B) + mu)). Bo
 from __future__ import annotations
 
 import math
+import numbers
 
 
 def _ceil_cbrt(x: float) -> int:
@@ -48,6 +49,6 @@ def resolve_block_len(block_len: int | str, n: int) -> int:
     """The r used for a batch of padded length n: "auto" -> ceil(cbrt(2n)); an int >= 1 as is."""
     if block_len == "auto":
         return block_len_for_length(n)
-    if isinstance(block_len, bool) or not isinstance(block_len, int) or block_len < 1:
+    if isinstance(block_len, bool) or not isinstance(block_len, numbers.Integral) or block_len < 1:
         raise ValueError(f'block_len must be "auto" or an int >= 1, got {block_len!r}')
-    return block_len
+    return int(block_len)  # numpy's ints too
