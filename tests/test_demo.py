@@ -1,4 +1,6 @@
 """`make demo` runs end to end (at tiny sizes here) and writes its plot."""
+import sys
+
 import pytest
 
 from blosa import demo
@@ -30,3 +32,12 @@ def test_a_bad_plot_path_is_refused_before_any_timing(where, problem, tmp_path, 
         demo.main(["--plot", str(tmp_path / where)])
     err = capsys.readouterr().err
     assert exit_info.value.code == 2 and "--plot: " in err and problem in err, err
+
+
+def test_a_missing_matplotlib_is_named_before_any_timing(tmp_path, monkeypatch, capsys):
+    for module in ("matplotlib", "matplotlib.backends.backend_agg", "matplotlib.figure"):
+        monkeypatch.setitem(sys.modules, module, None)  # importing it raises ImportError
+    monkeypatch.setattr(demo, "print_table", lambda: pytest.fail("timed something first"))
+    with pytest.raises(SystemExit):
+        demo.main(["--plot", str(tmp_path / "sweep.png")])
+    assert "--plot: the plot needs matplotlib" in capsys.readouterr().err

@@ -84,8 +84,11 @@ def plot_sweep(path: str) -> None:
 
 def plot_path_problem(path: str) -> str | None:
     """Why the plot could not be written to `path` (checked before minutes of timing), or None."""
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
+    try:
+        from matplotlib.backends.backend_agg import FigureCanvasAgg
+        from matplotlib.figure import Figure
+    except ImportError:
+        return "the plot needs matplotlib (pip install matplotlib); or pass --no-plot"
 
     folder = os.path.dirname(os.path.abspath(path))
     if os.path.isdir(path):
