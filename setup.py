@@ -2,9 +2,11 @@
 
 Install with `pip install --no-build-isolation -e .` (torch must already be installed: the
 extension is compiled against it). Environment switches:
-  BLOSA_CUDA=1 / 0      force the CUDA sources on / off (default: on when nvcc and a CUDA
-                        build of torch are present). A GPU is not needed to compile them.
-  TORCH_CUDA_ARCH_LIST  the GPU architectures to compile for (torch's own variable).
+  BLOSA_CUDA=1 / 0      force the CUDA sources on / off (default: on when a CUDA build of
+                        torch and a CUDA toolkit with its headers are present; off, with the
+                        reason printed, otherwise). A GPU is not needed to compile them.
+  TORCH_CUDA_ARCH_LIST  the GPU architectures to compile for (torch's own variable; default:
+                        the visible GPUs', or DEFAULT_CUDA_ARCHS where none is visible).
   BLOSA_CPU_ARCH        the -march of the CPU kernels (default "native": the extension is built
                         on the machine that runs it; use e.g. "x86-64-v3" for a portable build).
   MAX_JOBS              sources compiled at once (torch's variable; default: one per CPU).
@@ -30,13 +32,45 @@ def env_flag(name):
     return None if value in (None, "") else value.lower() in ("1", "true", "on", "yes")
 
 
+def cuda_toolkit_problem(torch_cuda, cuda_home):
+    """Why the CUDA sources cannot compile against torch's CUDA version `torch_cuda` (None for a
+    CPU build of torch) with the toolkit at `cuda_home` (torch's guess), or None."""
+    if torch_cuda is None:
+        return "this torch is a CPU build"
+    if cuda_home is None:
+        return "no CUDA toolkit found (no nvcc on PATH, no CUDA_HOME)"
+    # torch guesses the toolkit from nvcc's folder: an nvcc that is a wrapper script elsewhere
+    # (/usr/local/bin/nvcc) leads it to a folder without the toolkit's headers.
+    if not os.path.isfile(os.path.join(cuda_home, "include", "cuda_runtime.h")):
+        return f"CUDA_HOME={cuda_home} has no include/cuda_runtime.h (set CUDA_HOME to the toolkit)"
+    return None
+
+
 def want_cuda():
+    """BLOSA_CUDA if set (1 compiles even where the toolkit check below fails: it may be wrong);
+    else whether the CUDA sources can compile here, saying why not when they cannot."""
     forced = env_flag("BLOSA_CUDA")
-    if forced is not None:
-        return forced
     import torch
 
-    return torch.version.cuda is not None and cpp_extension.CUDA_HOME is not None
+    problem = cuda_toolkit_problem(torch.version.cuda, cpp_extension.CUDA_HOME)
+    if problem and forced is not False:
+        print(f"blosa: {problem}" + ("" if forced else "; building without the CUDA kernels"),
+              file=sys.stderr)
+    return forced if forced is not None else problem is None
+
+
+# Compiled for when no GPU is visible and TORCH_CUDA_ARCH_LIST is unset (torch would stop with
+# an IndexError): A100 and H100/H200, with Hopper's PTX for newer cards to compile at load.
+DEFAULT_CUDA_ARCHS = "8.0;9.0+PTX"
+
+
+def default_cuda_archs(environ, count_gpus):
+    """TORCH_CUDA_ARCH_LIST to set when compiling the CUDA sources, or None to leave torch's
+    choice (the variable set, or the visible GPUs' own architectures). count_gpus() is asked
+    only when the variable is unset."""
+    if environ.get("TORCH_CUDA_ARCH_LIST") or count_gpus() > 0:
+        return None
+    return DEFAULT_CUDA_ARCHS
 
 
 def run_forked(tasks, workers):
@@ -116,6 +150,13 @@ def extension():
     cpp_sources = sorted(glob.glob("csrc/*.cpp") + glob.glob("csrc/cpu/*.cpp"))
     cxx = ["-O3", "-std=c++20", "-fopenmp", "-fdiagnostics-color=always"]
     if want_cuda():
+        import torch
+
+        archs = default_cuda_archs(os.environ, torch.cuda.device_count)
+        if archs:
+            os.environ["TORCH_CUDA_ARCH_LIST"] = archs
+            print(f"blosa: no GPU visible and TORCH_CUDA_ARCH_LIST unset: compiling the CUDA "
+                  f"kernels for {archs}", file=sys.stderr)
         cu_sources = sorted(glob.glob("csrc/cuda/*.cu"))
         nvcc = ["-O3", "-std=c++20", "--use_fast_math", "-lineinfo", "--expt-relaxed-constexpr",
                 "--split-compile=0"]  # device code optimized on every core

@@ -1,5 +1,6 @@
 """setup.py's parallel compiles (run_forked): every source's compile runs, several at once, and
-a failed one is named once the others have ended."""
+a failed one is named once the others have ended. And its CUDA decisions: whether the toolkit
+can compile the CUDA sources, and which architectures to compile for with no GPU visible."""
 import importlib.util
 import pathlib
 import time
@@ -54,3 +55,53 @@ def test_a_failed_compile_is_named_after_the_others_end(setup_module, tmp_path):
         setup_module.run_forked(tasks, workers=2)
     assert str(caught.value) == "compiling failed: csrc/bad.cu"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["ok1", "ok2", "ok3"]
+
+
+def toolkit(tmp_path, with_header):
+    """A folder laid out like a CUDA toolkit, with or without include/cuda_runtime.h."""
+    (tmp_path / "include").mkdir(parents=True)
+    if with_header:
+        (tmp_path / "include" / "cuda_runtime.h").touch()
+    return str(tmp_path)
+
+
+def test_toolkit_problems_are_named(setup_module, tmp_path):
+    problem = setup_module.cuda_toolkit_problem
+    assert problem(None, "/usr/local/cuda") == "this torch is a CPU build"
+    assert "no CUDA toolkit found" in problem("13.0", None)
+    wrapper_home = toolkit(tmp_path / "wrapper", with_header=False)
+    assert problem("13.0", wrapper_home) == (
+        f"CUDA_HOME={wrapper_home} has no include/cuda_runtime.h (set CUDA_HOME to the toolkit)")
+    assert problem("13.0", toolkit(tmp_path / "real", with_header=True)) is None
+
+
+@pytest.mark.parametrize("forced, with_header, want, says", [
+    (None, True, True, ""),
+    (None, False, False, "building without the CUDA kernels"),
+    ("1", False, True, "has no include/cuda_runtime.h"),  # forced on: warned, still compiled
+    ("0", False, False, ""),
+])
+def test_want_cuda(setup_module, tmp_path, monkeypatch, capsys, forced, with_header, want, says):
+    import torch
+
+    monkeypatch.setattr(torch.version, "cuda", "13.0")
+    monkeypatch.setattr(setup_module.cpp_extension, "CUDA_HOME", toolkit(tmp_path, with_header))
+    if forced is None:
+        monkeypatch.delenv("BLOSA_CUDA", raising=False)
+    else:
+        monkeypatch.setenv("BLOSA_CUDA", forced)
+    assert setup_module.want_cuda() is want
+    err = capsys.readouterr().err
+    assert says in err if says else err == ""
+
+
+def test_default_architectures_only_without_a_gpu_or_a_choice(setup_module):
+    default = setup_module.default_cuda_archs
+
+    def no_gpu_asked():
+        raise AssertionError("counted the GPUs though TORCH_CUDA_ARCH_LIST was set")
+
+    assert default({}, lambda: 0) == setup_module.DEFAULT_CUDA_ARCHS == "8.0;9.0+PTX"
+    assert default({"TORCH_CUDA_ARCH_LIST": "9.0"}, no_gpu_asked) is None
+    assert default({"TORCH_CUDA_ARCH_LIST": ""}, lambda: 0) == "8.0;9.0+PTX"
+    assert default({}, lambda: 1) is None
