@@ -19,6 +19,7 @@ import traceback
 
 from setuptools import find_packages, setup
 from setuptools.errors import CompileError
+import torch
 from torch.utils import cpp_extension
 
 ROOT = os.path.dirname(os.path.abspath(__file__))
@@ -50,8 +51,6 @@ def want_cuda():
     """BLOSA_CUDA if set (1 compiles even where the toolkit check below fails: it may be wrong);
     else whether the CUDA sources can compile here, saying why not when they cannot."""
     forced = env_flag("BLOSA_CUDA")
-    import torch
-
     problem = cuda_toolkit_problem(torch.version.cuda, cpp_extension.CUDA_HOME)
     if problem and forced is not False:
         print(f"blosa: {problem}" + ("" if forced else "; building without the CUDA kernels"),
@@ -150,8 +149,6 @@ def extension():
     cpp_sources = sorted(glob.glob("csrc/*.cpp") + glob.glob("csrc/cpu/*.cpp"))
     cxx = ["-O3", "-std=c++20", "-fopenmp", "-fdiagnostics-color=always"]
     if want_cuda():
-        import torch
-
         archs = default_cuda_archs(os.environ, torch.cuda.device_count)
         if archs:
             os.environ["TORCH_CUDA_ARCH_LIST"] = archs

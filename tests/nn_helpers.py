@@ -42,6 +42,20 @@ def assert_close(actual: torch.Tensor, expected: torch.Tensor, what: str, seed: 
                                msg=lambda m: f"{what} (seed={seed}): {m}")
 
 
+def assert_near(got: dict, want: dict, rel: float, where: str, seed: int) -> None:
+    """Every output and gradient of `got` within rel * max |want| + 1e-5 of `want`, label by
+    label. The 1e-5 is for gradients that are 0 by structure, which float32 rounding leaves at up
+    to ~1e-6: in blocks of two under "forward" each query has one key, so p = 1 and the scores
+    get no gradient."""
+    assert got.keys() == want.keys(), f"{where}: {sorted(got.keys() ^ want.keys())}"
+    for label, w in want.items():
+        assert w is not None and got[label] is not None, f"{label} got no gradient ({where})"
+        assert got[label].dtype == w.dtype, f"{label}: {got[label].dtype} vs {w.dtype} ({where})"
+        bound = rel * w.abs().max().item() + 1e-5
+        err = (got[label].double() - w.double()).abs().max().item()
+        assert err <= bound, f"{label}, {where}: error {err:.3g} > {bound:.3g} (seed={seed})"
+
+
 def weighted_loss(tokens: torch.Tensor, sentence: torch.Tensor, w_tok: torch.Tensor, w_sent: torch.Tensor):
     """A scalar whose gradient reaches every output element with a different weight."""
     return (tokens * w_tok).sum() + (sentence * w_sent).sum()

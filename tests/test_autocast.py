@@ -17,7 +17,7 @@ from attn_cases import (DIRECTIONS, MASK_KINDS, check_autocast, generator_for, m
                         make_mask)
 from blosa import masked_block_attn
 from blosa.nn import ATTENTION_ENCODERS, build_encoder
-from nn_helpers import fresh_seed, outputs_and_grads, random_batch
+from nn_helpers import assert_near, fresh_seed, outputs_and_grads, random_batch
 
 LOW = (torch.bfloat16, torch.float16)
 
@@ -47,20 +47,6 @@ def test_bad_argument_still_named_under_autocast():
             masked_block_attn(dep, dep, dep, [0.0] * 4)
         with pytest.raises(TypeError, match="head has dtype torch.float64 but dep has torch.float32"):
             masked_block_attn(dep, dep.double(), dep)  # float64 is not autocast's to change
-
-
-def assert_near(got: dict, want: dict, rel: float, where: str, seed: int) -> None:
-    """Every output and gradient of `got` within rel * max |want| + 1e-5 of `want`, label by
-    label. The 1e-5 is for gradients that are 0 by structure, which float32 rounding leaves at up
-    to ~1e-6: in blocks of two under "forward" each query has one key, so p = 1 and the scores
-    get no gradient."""
-    assert got.keys() == want.keys(), f"{where}: {sorted(got.keys() ^ want.keys())}"
-    for label, w in want.items():
-        assert w is not None and got[label] is not None, f"{label} got no gradient ({where})"
-        assert got[label].dtype == w.dtype, f"{label}: {got[label].dtype} vs {w.dtype} ({where})"
-        bound = rel * w.abs().max().item() + 1e-5
-        err = (got[label].double() - w.double()).abs().max().item()
-        assert err <= bound, f"{label}, {where}: error {err:.3g} > {bound:.3g} (seed={seed})"
 
 
 @pytest.mark.parametrize("name", ATTENTION_ENCODERS)

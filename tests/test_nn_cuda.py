@@ -15,7 +15,8 @@ import torch
 from attn_cases import DIRECTIONS, MASK_KINDS, check_autocast, generator_for
 from blosa.ops import cuda_kernels_built
 from blosa.nn import build_encoder
-from nn_helpers import assert_close, assert_same_results, fresh_seed, outputs_and_grads, random_batch
+from nn_helpers import (assert_close, assert_near, assert_same_results, fresh_seed, outputs_and_grads,
+                        random_batch)
 
 if not torch.cuda.is_available():
     pytest.skip("no CUDA device: torch.cuda.is_available() is False", allow_module_level=True)
@@ -114,10 +115,9 @@ def test_model_under_autocast_on_gpu(name, backend):
     plain = outputs_and_grads(model, x, mask, w_tok, w_sent)
     with torch.autocast("cuda", dtype=torch.bfloat16):
         mixed = outputs_and_grads(model, x, mask, w_tok, w_sent)
-    for label in ("tokens", "sentence"):
-        bound = 0.05 * plain[label].abs().max().item()
-        err = (mixed[label].float() - plain[label]).abs().max().item()
-        assert err <= bound, f"{name} {backend} {label}: autocast error {err:.3g} > {bound:.3g} (seed={seed})"
+    outputs = ("tokens", "sentence")
+    assert_near({k: mixed[k].float() for k in outputs}, {k: plain[k] for k in outputs}, 0.05,
+                f"{name} {backend}, autocast vs float32", seed)
     for label, grad in mixed.items():
         if label.startswith("d "):
             assert grad is not None and grad.dtype == torch.float32 and torch.isfinite(grad).all(), (label, seed)

@@ -96,7 +96,6 @@ def test_queries_without_keys_get_zero_and_no_gradient():
     assert (g_head[:, ::3] == 0).all()
 
 
-# The reference too: it is the oracle, and autograd must reach every input through it.
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
 @pytest.mark.parametrize("direction", DIRECTIONS)
 def test_half_precision_is_computed_in_float32(direction, dtype):
@@ -117,6 +116,7 @@ def test_half_precision_is_computed_in_float32(direction, dtype):
         assert got.dtype == dtype and torch.equal(got, w.to(dtype))
 
 
+# The reference too: it is the oracle, and autograd must reach every input through it.
 @pytest.mark.parametrize("backend", ["cpu", "reference"])
 @pytest.mark.parametrize("block_len", [0, 2])
 @pytest.mark.parametrize("shape", [(0, 5, 4), (2, 0, 4), (2, 5, 0)])
