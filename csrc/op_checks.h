@@ -22,6 +22,16 @@ inline Direction direction_from_string(const std::string& direction) {
                     direction, "'");
 }
 
+// An ordinary dense tensor: the kernels read strided memory, and a nested or sparse tensor
+// would otherwise fail in the dispatcher (or in sym_sizes()) without naming the argument.
+inline void check_dense(const char* name, const at::Tensor& t) {
+  TORCH_CHECK_TYPE(!t.is_nested(), name, " is a nested tensor; blosa takes padded tensors and a ",
+                   "[B, n] mask: pass ", name, ".to_padded_tensor(0.0) and mask[b, i] = i < ",
+                   "length of sequence b");
+  TORCH_CHECK_TYPE(t.layout() == at::kStrided, name, " must be a dense (strided) tensor, got layout ",
+                   t.layout());
+}
+
 // Sizes are read as SymInts: under torch.compile with dynamic shapes, these checks of the
 // composite op then add guards relating B, n and d (equalities the shapes already satisfy)
 // instead of fixing them to the traced values, which would recompile for every new length.
@@ -29,6 +39,11 @@ inline void check_attn_args(const at::Tensor& dep, const at::Tensor& head, const
                             const std::optional<at::Tensor>& bias,
                             const std::optional<at::Tensor>& mask, const std::string& direction,
                             double scale) {
+  check_dense("dep", dep);
+  check_dense("head", head);
+  check_dense("value", value);
+  if (bias.has_value()) check_dense("bias", *bias);
+  if (mask.has_value()) check_dense("mask", *mask);
   TORCH_CHECK_VALUE(dep.dim() == 3, "dep must be 3-D [B, n, d], got shape ", dep.sym_sizes());
   TORCH_CHECK_VALUE(head.dim() == 3, "head must be 3-D [B, n, d], got shape ", head.sym_sizes());
   TORCH_CHECK_VALUE(value.dim() == 3, "value must be 3-D [B, n, d], got shape ",

@@ -263,6 +263,10 @@ ENCODER_BAD_INPUTS = [
     ("mask type", lambda x, mask: (x, mask.tolist()), TypeError, "mask must be a torch.Tensor or None, got list"),
     ("mask dtype", lambda x, mask: (x, mask.long()), TypeError, "mask must be a bool tensor"),
     ("mask shape", lambda x, mask: (x, mask[:, 1:]), ValueError, r"mask must be \[B, n\] = \[2, 6\]"),
+    ("embeddings nested", lambda x, mask: (torch.nested.nested_tensor([x[0], x[1, :3]], layout=torch.jagged), None),
+     TypeError, r"embeddings is a nested tensor; blosa takes padded tensors and a \[B, n\] mask: pass embeddings.to_padded_tensor"),
+    ("embeddings sparse", lambda x, mask: (x.to_sparse(), mask), TypeError, r"embeddings must be a dense \(strided\) tensor, got layout torch.sparse_coo"),
+    ("mask sparse", lambda x, mask: (x, mask.to_sparse()), TypeError, r"mask must be a dense \(strided\) tensor, got layout torch.sparse_coo"),
     # "meta" is a second device that every machine has.
     ("mask device", lambda x, mask: (x, mask.to("meta")), ValueError, "mask is on meta but the embeddings are on cpu"),
 ]

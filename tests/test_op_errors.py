@@ -1,5 +1,7 @@
 """Bad input gets a clear error naming the argument, before any work, on every entry point."""
 import math
+import re
+import warnings
 
 import numpy as np
 import pytest
@@ -49,6 +51,13 @@ BAD = [
     ("scale negative", dict(scale=-1.0), "scale must be a finite positive"),
     ("scale inf", dict(scale=math.inf), "scale must be a finite positive"),
     ("scale nan", dict(scale=math.nan), "scale must be a finite positive"),
+    # Layouts the kernels cannot read: named, with the way to pass variable lengths.
+    ("sparse dep", dict(dep=torch.randn(B, N, D).to_sparse()), "dep must be a dense (strided) tensor, got layout"),
+    ("sparse head", dict(head=torch.randn(B, N, D).to_sparse()), "head must be a dense (strided) tensor"),
+    ("sparse bias", dict(bias=torch.randn(D).to_sparse()), "bias must be a dense (strided) tensor"),
+    ("sparse mask", dict(mask=torch.ones(B, N, dtype=torch.bool).to_sparse()), "mask must be a dense (strided) tensor"),
+    ("jagged value", dict(value=torch.nested.nested_tensor([torch.randn(N, D), torch.randn(N - 2, D)], layout=torch.jagged)),
+     "value is a nested tensor; blosa takes padded tensors and a [B, n] mask: pass value.to_padded_tensor(0.0)"),
     # "meta" is a second device that every machine has.
     ("device", dict(mask=torch.ones(B, N, dtype=torch.bool, device="meta")), "mask is on meta"),
 ]
@@ -59,7 +68,20 @@ BAD = [
 def test_bad_argument_is_named(entry, what, change, message):
     args = good_args()
     args.update(change)
-    with pytest.raises((ValueError, TypeError), match=message.replace("[", r"\[").replace("(", r"\(")):
+    with pytest.raises((ValueError, TypeError), match=re.escape(message)):
+        entry(**args)
+
+
+@pytest.mark.parametrize("entry", [via_public, via_reference, via_torch_ops])
+@pytest.mark.parametrize("arg", ["dep", "head"])
+def test_strided_nested_tensor_is_named(entry, arg):
+    """torch.nested's older layout (strided) has no sizes at all: asking for them is an internal
+    error, so it must be caught before any shape is read."""
+    args = good_args()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # "nested tensors are a prototype"
+        args[arg] = torch.nested.nested_tensor([torch.randn(N, D), torch.randn(N - 1, D)])
+    with pytest.raises(TypeError, match=f"{arg} is a nested tensor; blosa takes padded tensors"):
         entry(**args)
 
 

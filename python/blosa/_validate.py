@@ -16,11 +16,14 @@ DIRECTIONS = ("forward", "backward", "diag", "all")
 def check_attn_args(dep, head, value, bias, mask, block_len, direction, scale) -> None:
     """Raise ValueError/TypeError naming the bad argument of masked_block_attn."""
     for name, t in (("bias", bias), ("mask", mask)):
-        if t is not None and not isinstance(t, torch.Tensor):
-            raise TypeError(f"{name} must be a torch.Tensor or None, got {type(t).__name__}")
+        if t is not None:
+            if not isinstance(t, torch.Tensor):
+                raise TypeError(f"{name} must be a torch.Tensor or None, got {type(t).__name__}")
+            check_dense(name, t)
     for name, t in (("dep", dep), ("head", head), ("value", value)):
         if not isinstance(t, torch.Tensor):
             raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
+        check_dense(name, t)
         if t.dim() != 3:
             raise ValueError(f"{name} must be 3-D [B, n, d], got shape {tuple(t.shape)}")
     if head.shape != dep.shape or value.shape != dep.shape:
@@ -48,6 +51,18 @@ def check_attn_args(dep, head, value, bias, mask, block_len, direction, scale) -
         raise TypeError(f"block_len must be an int, got {type(block_len).__name__}")
     check_direction(direction)
     check_scale(scale)
+
+
+def check_dense(name: str, t: torch.Tensor) -> None:
+    """Raise TypeError unless `t` is an ordinary dense tensor: the kernels read strided memory,
+    and a nested or sparse tensor would otherwise fail deep in the dispatcher, unnamed."""
+    if t.is_nested:
+        raise TypeError(
+            f"{name} is a nested tensor; blosa takes padded tensors and a [B, n] mask: pass "
+            f"{name}.to_padded_tensor(0.0) and mask[b, i] = i < length of sequence b"
+        )
+    if t.layout != torch.strided:
+        raise TypeError(f"{name} must be a dense (strided) tensor, got layout {t.layout}")
 
 
 def check_direction(direction) -> None:

@@ -419,6 +419,8 @@ def test_public_api_backend_triton():
         (dict(scale=float("nan")), "scale"),
         (dict(mask=torch.ones(2, 5, dtype=torch.int64)), "mask"),
         (dict(bias=torch.ones(4)), "bias"),
+        (dict(bias=torch.ones(3).to_sparse()), "bias must be a dense"),
+        (dict(mask=torch.ones(2, 5, dtype=torch.bool).to_sparse()), "mask must be a dense"),
     ],
 )
 def test_bad_arguments_raise_before_work(kwargs, word):

@@ -10,6 +10,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from blosa._validate import check_dense
+
 ACTIVATIONS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
     "relu": F.relu,
     "elu": F.elu,
@@ -97,12 +99,14 @@ def check_encoder_args(x: torch.Tensor, mask: torch.Tensor | None, d_in: int) ->
     """Raise ValueError/TypeError for inputs that do not fit the encoder interface."""
     if not isinstance(x, torch.Tensor):
         raise TypeError(f"embeddings must be a torch.Tensor, got {type(x).__name__}")
+    check_dense("embeddings", x)
     if x.dim() != 3 or x.shape[-1] != d_in:
         raise ValueError(f"embeddings must be [B, n, {d_in}], got {tuple(x.shape)}")
     if mask is None:
         return
     if not isinstance(mask, torch.Tensor):
         raise TypeError(f"mask must be a torch.Tensor or None, got {type(mask).__name__}")
+    check_dense("mask", mask)
     if mask.dtype != torch.bool:
         raise TypeError(f"mask must be a bool tensor (True = real token), got {mask.dtype}")
     if mask.shape != x.shape[:2]:
