@@ -1,4 +1,4 @@
-"""Peak memory and time of one masked_block_attn call, each measured in a fresh process.
+"""Peak memory of one masked_block_attn call (forward, or forward+backward), in a fresh process.
 
 CPU tensors have no allocator statistics, so peak memory is how far the process's resident set
 rises above its size before the call: Linux's high-water mark (VmHWM) is reset just before the
@@ -8,6 +8,7 @@ growth in MiB.
 """
 from __future__ import annotations
 
+import argparse
 import json
 import subprocess
 import sys
@@ -21,6 +22,9 @@ def peak_memory_mib(impl: str, B: int, n: int, d: int, block_len: int, backward:
     grad=False: inputs that require no gradient, forward only."""
     if impl not in IMPLS:
         raise ValueError(f"impl must be one of {IMPLS}, got {impl!r}")
+    for name, size in (("B", B), ("n", n), ("d", d)):
+        if isinstance(size, bool) or not isinstance(size, int) or size < 1:
+            raise ValueError(f"{name} must be an int >= 1, got {size!r}")
     if backward and not grad:
         raise ValueError("backward=True needs grad=True: there is no backward without a gradient")
     cmd = [sys.executable, "-m", "blosa.memprobe", impl, str(B), str(n), str(d), str(block_len)]
@@ -28,7 +32,10 @@ def peak_memory_mib(impl: str, B: int, n: int, d: int, block_len: int, backward:
         cmd.append("--forward-only")
     if not grad:
         cmd.append("--no-grad")
-    run = subprocess.run(cmd, capture_output=True, text=True, check=True)
+    run = subprocess.run(cmd, capture_output=True, text=True)
+    if run.returncode != 0:  # the child's own words, not just its exit status
+        raise RuntimeError(f"`{' '.join(cmd[1:])}` failed (exit status {run.returncode}):\n"
+                           + run.stderr.strip()[-2000:])
     return json.loads(run.stdout.strip().splitlines()[-1])["peak_mib"]
 
 
@@ -40,21 +47,42 @@ def _status_kib(field: str) -> int:
     raise RuntimeError(f"/proc/self/status has no {field}")
 
 
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
+    return value
+
+
+def _parse(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m blosa.memprobe", description=__doc__.splitlines()[0])
+    parser.add_argument("impl", choices=IMPLS)
+    for size in ("B", "n", "d"):
+        parser.add_argument(size, type=_positive_int)
+    parser.add_argument("block_len", type=int, help="<= 0 or >= n: one block")
+    parser.add_argument("--forward-only", action="store_true", help="no backward")
+    parser.add_argument("--no-grad", action="store_true", help="inputs that require no gradient")
+    args = parser.parse_args(argv)
+    if args.no_grad and not args.forward_only:
+        parser.error("--no-grad needs --forward-only: there is no backward without a gradient")
+    return args
+
+
 def _main(argv: list[str]) -> None:
+    args = _parse(argv)
     import torch
 
     from blosa import masked_block_attn, masked_block_attn_ref
 
-    impl, B, n, d, block_len = argv[0], *map(int, argv[1:5])
-    fn = masked_block_attn if impl == "fused" else masked_block_attn_ref
-    grad = "--no-grad" not in argv
-    dep, head, value = (torch.randn(B, n, d, requires_grad=grad) for _ in range(3))
+    fn = masked_block_attn if args.impl == "fused" else masked_block_attn_ref
+    B, n, d, block_len = args.B, args.n, args.d, args.block_len
+    dep, head, value = (torch.randn(B, n, d, requires_grad=not args.no_grad) for _ in range(3))
     fn(dep[:1, :4], head[:1, :4], value[:1, :4], None, None, block_len)  # load code, warm pools
     with open("/proc/self/clear_refs", "w") as clear_refs:
         clear_refs.write("5")  # resets the high-water mark to the current resident set
     before = _status_kib("VmRSS")
     out = fn(dep, head, value, None, None, block_len)
-    if "--forward-only" not in argv:
+    if not args.forward_only:
         out.sum().backward()
     grown = (_status_kib("VmHWM") - before) / 1024
     print(json.dumps({"peak_mib": grown}))
