@@ -268,7 +268,7 @@ ENCODER_BAD_INPUTS = [
     ("embeddings sparse", lambda x, mask: (x.to_sparse(), mask), TypeError, r"embeddings must be a dense \(strided\) tensor, got layout torch.sparse_coo"),
     ("mask sparse", lambda x, mask: (x, mask.to_sparse()), TypeError, r"mask must be a dense \(strided\) tensor, got layout torch.sparse_coo"),
     # "meta" is a second device that every machine has.
-    ("mask device", lambda x, mask: (x, mask.to("meta")), ValueError, "mask is on meta but the embeddings are on cpu"),
+    ("mask device", lambda x, mask: (x, mask.to("meta")), ValueError, "mask is on meta, embeddings on cpu; use one device"),
 ]
 
 
@@ -324,6 +324,44 @@ LAYER_BAD_ARGS = [
 def test_layers_name_a_bad_argument_when_built(what, build, message):
     with pytest.raises(ValueError, match=message):
         build()
+
+
+# The layers of blosa.nn, called directly: (name, build(d_in)).
+LAYERS = [
+    ("attention", lambda d: MaskedAttention(d, "forward")),
+    ("disa", lambda d: MaskedSelfAttention(d, 4, "backward")),
+    ("mblosa", lambda d: MaskedBlockSelfAttention(d, "forward", block_len=2)),
+    ("source2token", lambda d: Source2Token(d)),
+    ("bi-blosa", lambda d: BiBloSA(d, 4, block_len=3)),
+]
+
+LAYER_BAD_INPUTS = [
+    ("x width", lambda x, mask: (x[..., :-1], mask), ValueError, r"x must be \[B, n, 5\], got \(2, 6, 4\)"),
+    ("x 2-D", lambda x, mask: (x[0], mask[0]), ValueError, r"x must be \[B, n, 5\], got \(6, 5\)"),
+    # A [B, 1] mask broadcast over every token in source2token, silently.
+    ("mask [B, 1]", lambda x, mask: (x, mask[:, :1]), ValueError, r"mask must be \[B, n\] = \[2, 6\], got \(2, 1\)"),
+    ("mask dtype", lambda x, mask: (x, mask.double()), TypeError, "mask must be a bool tensor"),
+    ("mask device", lambda x, mask: (x, mask.to("meta")), ValueError, "mask is on meta, x on cpu; use one device"),
+    ("x sparse", lambda x, mask: (x.to_sparse(), mask), TypeError, r"x must be a dense \(strided\) tensor"),
+]
+
+
+@pytest.mark.parametrize("layer, build", LAYERS, ids=[layer[0] for layer in LAYERS])
+@pytest.mark.parametrize("what, spoil, error, message", LAYER_BAD_INPUTS, ids=[b[0] for b in LAYER_BAD_INPUTS])
+def test_layers_name_a_bad_input(layer, build, what, spoil, error, message):
+    model = build(5).double()
+    x, mask = random_batch(2, 6, 5)
+    with pytest.raises(error, match=message):
+        model(*spoil(x, mask))
+
+
+@pytest.mark.parametrize("layer, build", LAYERS, ids=[layer[0] for layer in LAYERS])
+def test_layers_without_a_mask_take_every_token_as_real(layer, build):
+    """mask=None as in the encoders and the op: the same output as an all-True mask."""
+    seed = fresh_seed()
+    model = build(5).double()
+    x = torch.randn(3, 7, 5, dtype=torch.float64)
+    assert_close(model(x), model(x, torch.ones(3, 7, dtype=torch.bool)), f"{layer}, no mask", seed)
 
 
 def test_snli_parameter_counts():

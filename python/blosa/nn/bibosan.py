@@ -5,7 +5,7 @@ import torch
 from torch import nn
 
 from blosa.nn.encoder import SentenceEncoder
-from blosa.nn.layers import Dense, check_width
+from blosa.nn.layers import Dense, check_width, checked_mask
 from blosa.nn.mblosa import MaskedBlockSelfAttention
 from blosa.nn.source2token import Source2Token
 
@@ -13,7 +13,8 @@ from blosa.nn.source2token import Source2Token
 class BiBloSA(nn.Module):
     """Two untied dense layers on the embeddings, a forward and a backward mBloSA, concatenated.
 
-    Shapes: x [B, n, d_in], mask [B, n] bool -> u_bi [B, n, 2d] ([u_fw; u_bw], 0 at padding).
+    Shapes: x [B, n, d_in], mask [B, n] bool (None: every token real) -> u_bi [B, n, 2d]
+    ([u_fw; u_bw], 0 at padding).
     """
 
     def __init__(self, d_in: int, d: int, block_len: int | str = "auto", activation="relu",
@@ -22,6 +23,7 @@ class BiBloSA(nn.Module):
         super().__init__()
         check_width("d_in", d_in)
         check_width("d", d)
+        self.d_in = d_in
         kw = dict(block_len=block_len, activation=activation, dropout=dropout, scale=scale,
                   backend=backend, use_local=use_local, use_global=use_global)
         self.fc_fw = Dense(d_in, d, activation=activation, dropout=dropout)
@@ -29,7 +31,8 @@ class BiBloSA(nn.Module):
         self.fw = MaskedBlockSelfAttention(d, "forward", **kw)
         self.bw = MaskedBlockSelfAttention(d, "backward", **kw)
 
-    def forward(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+        mask = checked_mask(x, mask, self.d_in)
         return torch.cat([self.fw(self.fc_fw(x), mask), self.bw(self.fc_bw(x), mask)], dim=-1)
 
 

@@ -7,7 +7,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from blosa.nn.layers import check_encoder_args, check_width, dropout_places, zero_padding
+from blosa.nn.layers import check_width, checked_mask, dropout_places, zero_padding
 
 
 class SentenceEncoder(nn.Module):
@@ -43,9 +43,7 @@ class SentenceEncoder(nn.Module):
         raise NotImplementedError
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-        check_encoder_args(x, mask, self.d_in)
-        if mask is None:  # every token real, as in masked_block_attn
-            mask = torch.ones(x.shape[:2], dtype=torch.bool, device=x.device)
+        mask = checked_mask(x, mask, self.d_in, "embeddings")
         B, n = mask.shape
         if B == 0 or n == 0:
             # Packing, convolutions and SRU's loop take no empty batch: encode one padding token

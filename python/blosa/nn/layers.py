@@ -95,15 +95,18 @@ def check_width(name: str, value, meaning: str = "") -> None:
         raise ValueError(f"{name} must be an int >= 1{f' ({meaning})' if meaning else ''}, got {value!r}")
 
 
-def check_encoder_args(x: torch.Tensor, mask: torch.Tensor | None, d_in: int) -> None:
-    """Raise ValueError/TypeError for inputs that do not fit the encoder interface."""
+def checked_mask(x: torch.Tensor, mask: torch.Tensor | None, d_in: int, name: str = "x") -> torch.Tensor:
+    """The mask of a layer's or an encoder's input, checked against it: [B, n] bool on x's device,
+    True for real tokens; None means every token is real. Raises ValueError/TypeError naming the
+    bad input (`name` is what the caller calls x) instead of a matmul's or a broadcast's error,
+    or worse, a [B, 1] mask broadcast over every token. x: [B, n, d_in]."""
     if not isinstance(x, torch.Tensor):
-        raise TypeError(f"embeddings must be a torch.Tensor, got {type(x).__name__}")
-    check_dense("embeddings", x)
+        raise TypeError(f"{name} must be a torch.Tensor, got {type(x).__name__}")
+    check_dense(name, x)
     if x.dim() != 3 or x.shape[-1] != d_in:
-        raise ValueError(f"embeddings must be [B, n, {d_in}], got {tuple(x.shape)}")
+        raise ValueError(f"{name} must be [B, n, {d_in}], got {tuple(x.shape)}")
     if mask is None:
-        return
+        return torch.ones(x.shape[:2], dtype=torch.bool, device=x.device)
     if not isinstance(mask, torch.Tensor):
         raise TypeError(f"mask must be a torch.Tensor or None, got {type(mask).__name__}")
     check_dense("mask", mask)
@@ -112,4 +115,5 @@ def check_encoder_args(x: torch.Tensor, mask: torch.Tensor | None, d_in: int) ->
     if mask.shape != x.shape[:2]:
         raise ValueError(f"mask must be [B, n] = {list(x.shape[:2])}, got {tuple(mask.shape)}")
     if mask.device != x.device:
-        raise ValueError(f"mask is on {mask.device} but the embeddings are on {x.device}; use one device")
+        raise ValueError(f"mask is on {mask.device}, {name} on {x.device}; use one device")
+    return mask

@@ -5,7 +5,7 @@ import torch
 from torch import nn
 
 from blosa._validate import check_direction, check_scale
-from blosa.nn.layers import Dense, check_width
+from blosa.nn.layers import Dense, check_width, checked_mask
 from blosa.ops import BACKENDS, masked_block_attn
 
 
@@ -18,7 +18,7 @@ class MaskedAttention(nn.Module):
     `backend` picks the kernel of blosa.masked_block_attn; "reference" runs the plain PyTorch
     oracle with the same parameters.
 
-    Shapes: x [B, n, d], mask [B, n] bool -> s [B, n, d].
+    Shapes: x [B, n, d], mask [B, n] bool (None: every token real) -> s [B, n, d].
     """
 
     def __init__(self, d: int, direction: str, scale: float = 5.0, dropout: float = 0.0,
@@ -27,6 +27,7 @@ class MaskedAttention(nn.Module):
         check_width("d", d)
         check_direction(direction)
         check_scale(scale)
+        self.d = d
         self.direction = direction
         self.scale = scale
         self.backend = backend
@@ -45,7 +46,8 @@ class MaskedAttention(nn.Module):
             raise ValueError(f"backend must be one of {BACKENDS}, got {value!r}")
         self._backend = value
 
-    def forward(self, x: torch.Tensor, mask: torch.Tensor, block_len: int = 0) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None, block_len: int = 0) -> torch.Tensor:
+        mask = checked_mask(x, mask, self.d)
         xd = self.dropout(x)  # one dropout mask shared by both projections, as in the authors' code
         return masked_block_attn(self.w1(xd), self.w2(xd), x, self.bias, mask, block_len,
                                  self.direction, self.scale, self.backend)

@@ -4,7 +4,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from blosa.nn.layers import Dense, check_width, zero_padding
+from blosa.nn.layers import Dense, check_width, checked_mask, zero_padding
 from blosa.nn.masked_attention import MaskedAttention
 
 
@@ -16,7 +16,7 @@ class MaskedSelfAttention(nn.Module):
         F   = sigmoid(W_f1 rep + W_f2 a + b_f)
         out = F * rep + (1 - F) * a, 0 at padding
 
-    Shapes: x [B, n, d_in], mask [B, n] bool -> out [B, n, d].
+    Shapes: x [B, n, d_in], mask [B, n] bool (None: every token real) -> out [B, n, d].
     """
 
     def __init__(self, d_in: int, d: int, direction: str, activation="relu", dropout: float = 0.0,
@@ -24,12 +24,14 @@ class MaskedSelfAttention(nn.Module):
         super().__init__()
         check_width("d_in", d_in)
         check_width("d", d)
+        self.d_in = d_in
         self.dense_map = Dense(d_in, d, activation=activation, dropout=dropout)
         self.attn = MaskedAttention(d, direction, scale=scale, dropout=dropout, backend=backend)
         self.fuse_rep = Dense(d, d, bias=False, dropout=dropout)
         self.fuse_attn = Dense(d, d, bias=True, dropout=dropout)
 
-    def forward(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+        mask = checked_mask(x, mask, self.d_in)
         rep = self.dense_map(x)
         a = self.attn(rep, mask, block_len=0)
         gate = torch.sigmoid(self.fuse_rep(rep) + self.fuse_attn(a))

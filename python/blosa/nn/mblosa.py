@@ -7,7 +7,7 @@ from torch import nn
 
 from blosa.nn.block_len import resolve_block_len
 from blosa._validate import check_direction
-from blosa.nn.layers import Dense, check_width, zero_padding
+from blosa.nn.layers import Dense, check_width, checked_mask, zero_padding
 from blosa.nn.masked_attention import MaskedAttention
 from blosa.nn.source2token import Source2Token
 
@@ -32,7 +32,7 @@ class MaskedBlockSelfAttention(nn.Module):
     Ablations (Table 3): use_local=False drops the intra-block attention (v is computed from x
     and h leaves the fusion); use_global=False drops v, o, e and E.
 
-    Shapes: x [B, n, d], mask [B, n] bool -> u [B, n, d].
+    Shapes: x [B, n, d], mask [B, n] bool (None: every token real) -> u [B, n, d].
     """
 
     def __init__(self, d: int, direction: str, block_len: int | str = "auto", activation="relu",
@@ -43,6 +43,7 @@ class MaskedBlockSelfAttention(nn.Module):
         check_direction(direction)
         resolve_block_len(block_len, 1)  # validate now, not at the first batch
         self.block_len = block_len
+        self.d = d
         self.use_local, self.use_global = use_local, use_global
         if use_local:
             self.intra = MaskedAttention(d, direction, scale=scale, dropout=dropout, backend=backend)
@@ -75,7 +76,8 @@ class MaskedBlockSelfAttention(nn.Module):
         e = gate * o + (1 - gate) * v  # [B, m, d]
         return e[:, :, None, :].expand(B, m, r, d).reshape(B, m * r, d)[:, :n]
 
-    def forward(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+        mask = checked_mask(x, mask, self.d)
         r = resolve_block_len(self.block_len, x.shape[1])
         parts = [x]
         h = x

@@ -4,7 +4,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from blosa.nn.layers import Dense, check_width
+from blosa.nn.layers import Dense, check_width, checked_mask
 
 
 class Source2Token(nn.Module):
@@ -14,7 +14,7 @@ class Source2Token(nn.Module):
     multi_dim=False gives one scalar score per token, w [d_h] (the vanilla attention "without q"
     of the Table 3 ablation). Padding never gets weight; a row with no real token gives s = 0.
 
-    Shapes: x [B, n, d], mask [B, n] bool -> s [B, d].
+    Shapes: x [B, n, d], mask [B, n] bool (None: every token real) -> s [B, d].
     """
 
     def __init__(self, d: int, hidden: int | None = None, activation="relu", dropout: float = 0.0,
@@ -23,10 +23,12 @@ class Source2Token(nn.Module):
         hidden = d if hidden is None else hidden
         check_width("d", d)
         check_width("hidden", hidden)
+        self.d = d
         self.hidden_layer = Dense(d, hidden, activation=activation, dropout=dropout)
         self.score_layer = Dense(hidden, d if multi_dim else 1, dropout=dropout)
 
-    def forward(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+        mask = checked_mask(x, mask, self.d)
         logits = self.score_layer(self.hidden_layer(x))  # [B, n, d] or [B, n, 1]
         keep = mask[..., None]
         # A row with no real token would softmax over only -inf (NaN); give it zeros, then
