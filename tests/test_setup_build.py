@@ -105,3 +105,21 @@ def test_default_architectures_only_without_a_gpu_or_a_choice(setup_module):
     assert default({"TORCH_CUDA_ARCH_LIST": "9.0"}, no_gpu_asked) is None
     assert default({"TORCH_CUDA_ARCH_LIST": ""}, lambda: 0) == "8.0;9.0+PTX"
     assert default({}, lambda: 1) is None
+
+
+def test_sdist_holds_every_source_and_header(tmp_path):
+    """An sdist must compile where it is unpacked: setuptools packs only the .cpp files setup.py
+    names, so the headers (.h, .cuh) and the .cu files come from MANIFEST.in."""
+    import subprocess
+    import sys
+    import tarfile
+
+    subprocess.run([sys.executable, "setup.py", "-q", "egg_info", "--egg-base", str(tmp_path),
+                    "sdist", "--dist-dir", str(tmp_path)], cwd=ROOT, check=True, capture_output=True)
+    (sdist,) = tmp_path.glob("blosa-*.tar.gz")
+    with tarfile.open(sdist) as archive:
+        packed = {pathlib.Path(*pathlib.Path(name).parts[1:]).as_posix() for name in archive.getnames()}
+    sources = {p.relative_to(ROOT).as_posix() for p in (ROOT / "csrc").rglob("*")
+               if p.is_file() and p.suffix in (".h", ".cuh", ".cpp", ".cu")}
+    assert len(sources) > 10
+    assert sources <= packed, f"missing from the sdist: {sorted(sources - packed)}"
