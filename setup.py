@@ -19,8 +19,14 @@ import traceback
 
 from setuptools import find_packages, setup
 from setuptools.errors import CompileError
-import torch
-from torch.utils import cpp_extension
+
+try:
+    import torch
+    from torch.utils import cpp_extension
+except ImportError as error:  # pip's isolated build env, or no torch yet: say what to do
+    sys.exit(f"blosa compiles its extension against the torch it will run with, so torch must be "
+             f"installed first ({error}): pip install 'torch>=2.11,<2.15', then pip install "
+             f"--no-build-isolation . (or -e .)")
 
 ROOT = os.path.dirname(os.path.abspath(__file__))
 # Only these files get -ffast-math: GCC vectorizes tanh/exp only under it, and it lets the

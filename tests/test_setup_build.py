@@ -123,3 +123,17 @@ def test_sdist_holds_every_source_and_header(tmp_path):
                if p.is_file() and p.suffix in (".h", ".cuh", ".cpp", ".cu")}
     assert len(sources) > 10
     assert sources <= packed, f"missing from the sdist: {sorted(sources - packed)}"
+
+
+def test_without_torch_the_build_says_to_install_it_first():
+    """pip's isolated build (no --no-build-isolation) has no torch: a bare ModuleNotFoundError
+    before; now the way to install."""
+    import subprocess
+    import sys
+
+    hide_torch = ("import runpy, sys; sys.modules['torch'] = None; sys.argv = ['setup.py', '--version']; "
+                  "runpy.run_path('setup.py', run_name='__main__')")
+    run = subprocess.run([sys.executable, "-c", hide_torch], cwd=ROOT, capture_output=True, text=True)
+    assert run.returncode == 1 and "Traceback" not in run.stderr
+    assert "torch must be installed first" in run.stderr
+    assert "pip install --no-build-isolation" in run.stderr
