@@ -1,4 +1,4 @@
-"""Importing blosa without its built extension says how to build it."""
+"""What is missing is named with the way to get it: the built extension (blosa._C), triton."""
 import shutil
 import subprocess
 import sys
@@ -16,3 +16,25 @@ def test_missing_extension_names_the_build_command(tmp_path):
     run = subprocess.run([sys.executable, "-S", "-c", code], capture_output=True, text=True)
     assert run.returncode != 0
     assert "blosa._C" in run.stderr and "make build" in run.stderr, run.stderr[-2000:]
+
+
+HIDE_TRITON = """
+import importlib.abc, sys
+
+class NoTriton(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path, target=None):
+        if name.split(".")[0] == "triton":
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+
+sys.meta_path.insert(0, NoTriton())
+import torch, blosa
+x = torch.randn(1, 3, 2)
+print(blosa.masked_block_attn(x, x, x).shape)  # the CPU backend needs no triton
+blosa.masked_block_attn(x, x, x, backend="triton")
+"""
+
+
+def test_triton_backend_without_triton_says_what_to_install():
+    run = subprocess.run([sys.executable, "-c", HIDE_TRITON], capture_output=True, text=True)
+    assert run.stdout.strip() == "torch.Size([1, 3, 2])", run.stderr[-2000:]
+    assert "backend='triton' needs the triton package (pip install triton" in run.stderr, run.stderr[-2000:]

@@ -79,7 +79,14 @@ def _fused_cpu(dep, head, value, bias, mask, block_len, direction, scale):
 
 
 def _triton(dep, head, value, bias, mask, block_len, direction, scale):
-    from blosa_kernels import masked_block_attn_triton  # imports triton only when asked for
+    try:
+        from blosa_kernels import masked_block_attn_triton  # imports triton only when asked for
+    except ModuleNotFoundError as error:
+        if error.name != "triton":
+            raise
+        raise ModuleNotFoundError(
+            "backend='triton' needs the triton package (pip install triton, or blosa's [triton] "
+            "extra); on CUDA tensors backend='cuda' runs without it", name="triton") from error
 
     return masked_block_attn_triton(dep, head, value, bias, mask, block_len, direction, scale)
 
