@@ -174,6 +174,9 @@ def test_block_len_for_dataset_appendix_a():
     assert block_len_for_dataset(13.5, 7.0, 1) == 3
     # sigma=0: 2 * 32 = 64 -> 4
     assert block_len_for_dataset(32, 0, 128) == 4
+    # Statistics as numpy computes them (numpy floats, a numpy int batch size): the same r.
+    lengths = np.array([12, 25, 20, 23])  # mean 20, std sqrt(23.5)
+    assert block_len_for_dataset(lengths.mean(), lengths.std(), np.int64(64)) == block_len_for_dataset(20, 23.5 ** 0.5, 64) == 5
     got = block_len_for_dataset(20, 5, 64)
     assert got == math.ceil((2 * (5 * math.sqrt(2 * math.log(64)) + 20)) ** (1 / 3))
     for args in [(0, 1, 64), (10, -1, 64), (10, 1, 0), (10, 1, 2.5), (float("nan"), 1, 4)]:

@@ -39,9 +39,9 @@ def block_len_for_dataset(mean: float, std: float, batch_size: int) -> int:
         raise ValueError(f"mean must be a positive finite number, got {mean}")
     if not (math.isfinite(std) and std >= 0):
         raise ValueError(f"std must be a finite number >= 0, got {std}")
-    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+    if isinstance(batch_size, bool) or not isinstance(batch_size, numbers.Integral) or batch_size < 1:
         raise ValueError(f"batch_size must be an int >= 1, got {batch_size!r}")
-    n_est = std * math.sqrt(2.0 * math.log(batch_size)) + mean
+    n_est = std * math.sqrt(2.0 * math.log(int(batch_size))) + mean  # numpy's ints too
     return _ceil_cbrt(2.0 * n_est)
 
 
