@@ -86,7 +86,8 @@ def _triton(dep, head, value, bias, mask, block_len, direction, scale):
             raise
         raise ModuleNotFoundError(
             "backend='triton' needs the triton package (pip install triton, or blosa's [triton] "
-            "extra); on CUDA tensors backend='cuda' runs without it", name="triton") from error
+            "extra); on CUDA tensors, backend='cuda' (the CUDA C++ kernels) needs none",
+            name="triton") from error
 
     return masked_block_attn_triton(dep, head, value, bias, mask, block_len, direction, scale)
 
