@@ -33,7 +33,7 @@ from torch.library import triton_op, wrap_triton
 from torch.utils._python_dispatch import is_in_torch_dispatch_mode
 from triton.runtime.autotuner import Autotuner
 
-from blosa._validate import check_attn_args
+from blosa._validate import check_attn_args, check_scale
 from blosa.ops import needs_lse
 from blosa_kernels import configs
 from blosa_kernels._math import DIRECTION_CODE
@@ -192,6 +192,7 @@ def masked_block_attn_triton_fwd(
     # The schema types block_len as SymInt; int() specializes it (torch.compile, dynamic shapes).
     block_len = int(block_len)
     check_attn_args(dep, head, value, bias, mask, block_len, direction, scale)
+    check_scale(scale, torch.float32)  # float64 inputs too: the kernels take c as float32
     _check_device(dep)
     return _forward(dep, head, value, bias, mask, block_len, direction, scale, compute_lse, traced=True)
 
@@ -460,6 +461,7 @@ def masked_block_attn_triton(dep, head, value, bias=None, mask=None, block_len=0
         out: [B, n, d] in the input dtype; exactly 0 for a query with no allowed key.
     """
     check_attn_args(dep, head, value, bias, mask, block_len, direction, scale)
+    check_scale(scale, torch.float32)  # float64 inputs too: the kernels take c as float32
     _check_device(dep)
     differentiable = needs_lse(dep, head, value, bias)
     compute_lse = differentiable and saves_lse(dep.shape[1], block_len)

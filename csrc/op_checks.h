@@ -6,7 +6,10 @@
 #include <torch/library.h>
 
 #include <cmath>
+#include <iomanip>
+#include <limits>
 #include <optional>
+#include <sstream>
 #include <string>
 
 #include "blosa_math.h"
@@ -30,6 +33,28 @@ inline void check_dense(const char* name, const at::Tensor& t) {
                    "length of sequence b");
   TORCH_CHECK_TYPE(t.layout() == at::kStrided, name, " must be a dense (strided) tensor, got layout ",
                    t.layout());
+}
+
+// The kernels compute with c and 1/c in double for float64 inputs and in float for every other
+// dtype: outside [smallest normal, sqrt(max)] of that type the output or the gradients are NaN
+// or inf (python/blosa/_validate.py's SCALE_RANGE, which says why, is the same range).
+template <typename A>
+void check_scale_in(double scale, const char* compute) {
+  const double low = std::numeric_limits<A>::min();
+  const double high = std::sqrt(static_cast<double>(std::numeric_limits<A>::max()));
+  if (scale >= low && scale <= high) return;
+  std::ostringstream range;  // 3 significant digits, as Python's "{:.3g}"
+  range << std::setprecision(3) << "[" << low << ", " << high << "]";
+  TORCH_CHECK_VALUE(false, "scale must lie in ", range.str(), ", where the kernels' c and 1/c ",
+                    "are finite in ", compute, ", got ", scale);
+}
+
+inline void check_scale_range(double scale, at::ScalarType input) {
+  if (input == at::kDouble) {
+    check_scale_in<double>(scale, "torch.float64");
+  } else {
+    check_scale_in<float>(scale, "torch.float32");
+  }
 }
 
 // Sizes are read as SymInts: under torch.compile with dynamic shapes, these checks of the
@@ -81,6 +106,7 @@ inline void check_attn_args(const at::Tensor& dep, const at::Tensor& head, const
   direction_from_string(direction);
   TORCH_CHECK_VALUE(std::isfinite(scale) && scale > 0,
                     "scale must be a finite positive number, got ", scale);
+  check_scale_range(scale, dep.scalar_type());
 }
 
 // dtype of the saved log-sum-exp: float64 for float64 inputs, float32 otherwise

@@ -51,6 +51,10 @@ BAD = [
     ("scale negative", dict(scale=-1.0), "scale must be a finite positive"),
     ("scale inf", dict(scale=math.inf), "scale must be a finite positive"),
     ("scale nan", dict(scale=math.nan), "scale must be a finite positive"),
+    # Positive and finite as Python floats, but 1/c is not finite in float32, or c times a
+    # gradient: the output or the gradients were NaN.
+    ("scale tiny", dict(scale=1e-40), "scale must lie in [1.18e-38, 1.84e+19], where the kernels' c and 1/c are finite in torch.float32"),
+    ("scale huge", dict(scale=1e20), "scale must lie in [1.18e-38, 1.84e+19]"),
     # Layouts the kernels cannot read: named, with the way to pass variable lengths.
     ("sparse dep", dict(dep=torch.randn(B, N, D).to_sparse()), "dep must be a dense (strided) tensor, got layout"),
     ("sparse head", dict(head=torch.randn(B, N, D).to_sparse()), "head must be a dense (strided) tensor"),
@@ -140,3 +144,27 @@ def test_numpy_scalars_are_taken_as_python_ones(backend):
     want = masked_block_attn(**args, backend=backend)
     args.update(block_len=np.int64(args["block_len"]), scale=np.float32(args["scale"]))
     assert torch.equal(masked_block_attn(**args, backend=backend), want)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("end", [0, 1])
+@pytest.mark.parametrize("direction", ["forward", "all"])
+def test_scales_at_the_ends_of_the_range_compute(dtype, end, direction):
+    """The ends of SCALE_RANGE give finite outputs and gradients, the fused op's as the
+    reference's; float64 inputs take scales that float32 refuses."""
+    from blosa._validate import SCALE_RANGE
+
+    scale = SCALE_RANGE[dtype][end]
+    dep, value = (3 * torch.randn(B, N, D, dtype=dtype) for _ in range(2))
+    dep[0, :, 0] = 0  # z = 0 exactly: 0 * (1/c) must not meet an infinite 1/c
+    results = []
+    for backend in ("cpu", "reference"):
+        inputs = [t.clone().requires_grad_() for t in (dep, torch.zeros_like(dep), value)]
+        out = masked_block_attn(*inputs, None, None, 3, direction, scale, backend=backend)
+        out.backward(torch.ones_like(out))
+        results.append([out.detach()] + [t.grad for t in inputs])
+    for fused, ref in zip(*results):
+        assert torch.isfinite(fused).all() and torch.isfinite(ref).all()
+        torch.testing.assert_close(fused, ref)
+    if dtype == torch.float64 and end == 0:
+        assert scale < SCALE_RANGE[torch.float32][0]

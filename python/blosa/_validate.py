@@ -50,7 +50,7 @@ def check_attn_args(dep, head, value, bias, mask, block_len, direction, scale) -
     if isinstance(block_len, bool) or not isinstance(block_len, numbers.Integral):
         raise TypeError(f"block_len must be an int, got {type(block_len).__name__}")
     check_direction(direction)
-    check_scale(scale)
+    check_scale(scale, torch.float64 if dep.dtype == torch.float64 else torch.float32)
 
 
 def check_dense(name: str, t: torch.Tensor) -> None:
@@ -71,12 +71,29 @@ def check_direction(direction) -> None:
         raise ValueError(f"direction must be one of {', '.join(map(repr, DIRECTIONS))}; got {direction!r}")
 
 
-def check_scale(scale) -> None:
+# The kernels compute with c and 1/c in float64 for float64 inputs and in float32 for every other
+# dtype: outside [tiny, sqrt(max)] of that dtype the output or the gradients are NaN or inf (1e-40
+# is a positive Python float, but 1/c is inf in float32). The upper end also keeps the
+# reference's backward finite: it multiplies each gradient by c before dividing by it. The Triton
+# kernels take c as float32 whatever the inputs: blosa_kernels checks float32's range.
+SCALE_RANGE = {
+    dtype: (torch.finfo(dtype).tiny, math.sqrt(torch.finfo(dtype).max)) for dtype in (torch.float32, torch.float64)
+}
+
+
+def check_scale(scale, compute: torch.dtype | None = None) -> None:
     """Raise TypeError unless `scale` (c in c * tanh(z / c)) is a real number (Python's, numpy's),
-    ValueError unless it is finite and positive."""
+    ValueError unless it is finite and positive and, given the dtype the kernels `compute` in,
+    within SCALE_RANGE of it."""
     if isinstance(scale, bool) or not isinstance(scale, (numbers.Real, torch.SymFloat)):
         raise TypeError(f"scale must be a real number, got {type(scale).__name__}")
     # 0 < scale < inf rather than math.isfinite: it also refuses NaN, and torch.compile can
     # trace it when scale is symbolic (dynamic=True makes a module's float attributes SymFloats).
     if not 0 < scale < math.inf:
         raise ValueError(f"scale must be a finite positive number, got {scale!r}")
+    if compute is not None:
+        low, high = SCALE_RANGE[compute]
+        # A numpy float32 scale would be compared in float32, where float64's range overflows.
+        if not low <= (scale if isinstance(scale, torch.SymFloat) else float(scale)) <= high:
+            raise ValueError(f"scale must lie in [{low:.3g}, {high:.3g}], where the kernels' c and "
+                             f"1/c are finite in {compute}, got {scale!r}")

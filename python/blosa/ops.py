@@ -144,7 +144,8 @@ def masked_block_attn(
         block_len: r, the block length; `<= 0` or `>= n` means one block (full DiSA).
         direction: which keys i a query j sees in its block: "forward" i < j, "backward" i > j,
             "diag" i != j, "all" every key.
-        scale: c in c * tanh(z / c); finite and positive.
+        scale: c in c * tanh(z / c); positive, c and 1/c finite in the kernels' dtype
+            (float64 for float64 inputs, else float32: _validate.SCALE_RANGE).
         backend: "auto" (the fastest available for the tensors' device), "cpu" (fused C++;
             computes float16/bfloat16 inputs in float32), "cuda" (fused CUDA C++), "triton"
             (computes float64 inputs in float32), or "reference" (plain PyTorch).

@@ -52,7 +52,7 @@ def masked_block_attn_ref(
         mask: [B, n] bool, True for real tokens; None means all real.
         block_len: r; `<= 0` or `>= n` means one block over the whole sequence.
         direction: "forward", "backward", "diag" or "all".
-        scale: c in c * tanh(z / c); finite and positive.
+        scale: c in c * tanh(z / c); positive, within _validate.SCALE_RANGE as for the op.
 
     Returns:
         out: [B, n, d], where out[b, j, k] = sum_i softmax_i(c tanh((dep[b,i,k] + head[b,j,k]

@@ -431,6 +431,14 @@ def test_bad_arguments_raise_before_work(kwargs, word):
         masked_block_attn_triton(x, x, x, args["bias"], args["mask"], args["block_len"], args["direction"], args["scale"])
 
 
+def test_float64_inputs_take_only_float32_scales():
+    """The kernels compute float64 inputs in float32, c included: a scale whose 1/c float32
+    cannot hold is refused although float64 could hold it (the CPU op takes it)."""
+    x = torch.randn(2, 5, 3, dtype=torch.float64, device=DEVICE)
+    with pytest.raises(ValueError, match="scale must lie in .* finite in torch.float32, got 1e-40"):
+        masked_block_attn_triton(x, x, x, None, None, 2, "forward", 1e-40)
+
+
 def test_ops_are_registered_under_their_own_names():
     fwd = str(torch.ops.blosa.masked_block_attn_triton_fwd.default._schema)
     bwd = str(torch.ops.blosa.masked_block_attn_triton_bwd.default._schema)
