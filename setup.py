@@ -20,12 +20,14 @@ import traceback
 from setuptools import find_packages, setup
 from setuptools.errors import CompileError
 
+TORCH_REQUIREMENT = "torch>=2.11,<2.15"  # 2.11: what the lent GPU machines run (make test-torch-min)
+
 try:
     import torch
     from torch.utils import cpp_extension
 except ImportError as error:  # pip's isolated build env, or no torch yet: say what to do
     sys.exit(f"blosa compiles its extension against the torch it will run with, so torch must be "
-             f"installed first ({error}): pip install 'torch>=2.11,<2.15', then pip install "
+             f"installed first ({error}): pip install '{TORCH_REQUIREMENT}', then pip install "
              f"--no-build-isolation . (or -e .)")
 
 ROOT = os.path.dirname(os.path.abspath(__file__))
@@ -184,7 +186,7 @@ if __name__ == "__main__":
         ext_modules=[extension()],
         cmdclass={"build_ext": BuildExtension.with_options(use_ninja=False)},
         python_requires=">=3.10",
-        install_requires=["torch>=2.11,<2.15", "numpy", "tqdm"],
+        install_requires=[TORCH_REQUIREMENT, "numpy", "tqdm"],
         extras_require={
             "triton": ["triton>=3.4"],
             "plot": ["matplotlib"],

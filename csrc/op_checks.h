@@ -35,6 +35,12 @@ inline void check_dense(const char* name, const at::Tensor& t) {
                    t.layout());
 }
 
+// The dtype the kernels compute in and keep the saved log-sum-exp in: float64 for float64
+// inputs, float32 otherwise (python/blosa/_validate.py's lse_dtype says the same).
+inline at::ScalarType lse_dtype(at::ScalarType input) {
+  return input == at::kDouble ? at::kDouble : at::kFloat;
+}
+
 // The kernels compute with c and 1/c in double for float64 inputs and in float for every other
 // dtype: outside [smallest normal, sqrt(max)] of that type the output or the gradients are NaN
 // or inf (python/blosa/_validate.py's SCALE_RANGE, which says why, is the same range).
@@ -50,7 +56,7 @@ void check_scale_in(double scale, const char* compute) {
 }
 
 inline void check_scale_range(double scale, at::ScalarType input) {
-  if (input == at::kDouble) {
+  if (lse_dtype(input) == at::kDouble) {
     check_scale_in<double>(scale, "torch.float64");
   } else {
     check_scale_in<float>(scale, "torch.float32");
@@ -107,12 +113,6 @@ inline void check_attn_args(const at::Tensor& dep, const at::Tensor& head, const
   TORCH_CHECK_VALUE(std::isfinite(scale) && scale > 0,
                     "scale must be a finite positive number, got ", scale);
   check_scale_range(scale, dep.scalar_type());
-}
-
-// dtype of the saved log-sum-exp: float64 for float64 inputs, float32 otherwise
-// (python/blosa/ops.py's fake kernel says the same).
-inline at::ScalarType lse_dtype(at::ScalarType input) {
-  return input == at::kDouble ? at::kDouble : at::kFloat;
 }
 
 // The lse masked_block_attn_fwd returns when called with compute_lse=false: empty, [0] in

@@ -3,6 +3,9 @@ a failed one is named once the others have ended. And its CUDA decisions: whethe
 can compile the CUDA sources, and which architectures to compile for with no GPU visible."""
 import importlib.util
 import pathlib
+import subprocess
+import sys
+import tarfile
 import time
 
 import pytest
@@ -110,10 +113,6 @@ def test_default_architectures_only_without_a_gpu_or_a_choice(setup_module):
 def test_sdist_holds_every_source_and_header(tmp_path):
     """An sdist must compile where it is unpacked: setuptools packs only the .cpp files setup.py
     names, so the headers (.h, .cuh) and the .cu files come from MANIFEST.in."""
-    import subprocess
-    import sys
-    import tarfile
-
     subprocess.run([sys.executable, "setup.py", "-q", "egg_info", "--egg-base", str(tmp_path),
                     "sdist", "--dist-dir", str(tmp_path)], cwd=ROOT, check=True, capture_output=True)
     (sdist,) = tmp_path.glob("blosa-*.tar.gz")
@@ -128,9 +127,6 @@ def test_sdist_holds_every_source_and_header(tmp_path):
 def test_without_torch_the_build_says_to_install_it_first():
     """pip's isolated build (no --no-build-isolation) has no torch: a bare ModuleNotFoundError
     before; now the way to install."""
-    import subprocess
-    import sys
-
     hide_torch = ("import runpy, sys; sys.modules['torch'] = None; sys.argv = ['setup.py', '--version']; "
                   "runpy.run_path('setup.py', run_name='__main__')")
     run = subprocess.run([sys.executable, "-c", hide_torch], cwd=ROOT, capture_output=True, text=True)

@@ -50,7 +50,13 @@ def check_attn_args(dep, head, value, bias, mask, block_len, direction, scale) -
     if isinstance(block_len, bool) or not isinstance(block_len, numbers.Integral):
         raise TypeError(f"block_len must be an int, got {type(block_len).__name__}")
     check_direction(direction)
-    check_scale(scale, torch.float64 if dep.dtype == torch.float64 else torch.float32)
+    check_scale(scale, lse_dtype(dep.dtype))
+
+
+def lse_dtype(dtype: torch.dtype) -> torch.dtype:
+    """The dtype the kernels compute in and keep the log-sum-exp in, for inputs of `dtype`:
+    float64 for float64 inputs, float32 otherwise."""
+    return torch.float64 if dtype == torch.float64 else torch.float32
 
 
 def check_dense(name: str, t: torch.Tensor) -> None:

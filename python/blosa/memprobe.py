@@ -13,6 +13,8 @@ import json
 import subprocess
 import sys
 
+from blosa.nn.layers import check_width
+
 IMPLS = ("fused", "reference")
 
 
@@ -23,8 +25,7 @@ def peak_memory_mib(impl: str, B: int, n: int, d: int, block_len: int, backward:
     if impl not in IMPLS:
         raise ValueError(f"impl must be one of {IMPLS}, got {impl!r}")
     for name, size in (("B", B), ("n", n), ("d", d)):
-        if isinstance(size, bool) or not isinstance(size, int) or size < 1:
-            raise ValueError(f"{name} must be an int >= 1, got {size!r}")
+        check_width(name, size)
     if backward and not grad:
         raise ValueError("backward=True needs grad=True: there is no backward without a gradient")
     cmd = [sys.executable, "-m", "blosa.memprobe", impl, str(B), str(n), str(d), str(block_len)]

@@ -19,7 +19,7 @@ from __future__ import annotations
 import torch
 
 from blosa._autocast import autocast_dtype, cast_floating
-from blosa._validate import check_attn_args
+from blosa._validate import check_attn_args, lse_dtype
 from blosa.reference import masked_block_attn_ref
 
 try:
@@ -31,11 +31,6 @@ except ImportError as error:
     ) from error
 
 BACKENDS = ("auto", "cpu", "cuda", "triton", "reference")
-
-
-def lse_dtype(dtype: torch.dtype) -> torch.dtype:
-    """dtype of the saved log-sum-exp: float64 for float64 inputs, float32 otherwise."""
-    return torch.float64 if dtype == torch.float64 else torch.float32
 
 
 def needs_lse(*inputs: torch.Tensor | None) -> bool:
