@@ -177,9 +177,11 @@ step "GPU tests (CUDA, and Triton in $TRITON_SHARDS shards, side by side)"
 # test_triton_settings.py either: it checks settings in interpreter subprocesses, no GPU
 # involved; nor test_triton_bench_scripts.py, which checks which kernels bench/ncu_kernels.py
 # launches (the same on any device). No test times anything, and the memory tests read their
-# own process's allocator.
+# own process's allocator. tests/test_functorch.py (torch.func over the op, CPU and CUDA: a few
+# seconds) goes first, so that the long CUDA suites' end being cut cannot skip it.
 BLOSA_CUDA_ERR_LOG="$LOG/cuda_errors.json" timed "CUDA tests" ${CUDA_TESTS_TIMEOUT:-240} \
-  $PY -m pytest tests/test_cuda.py tests/test_nn_cuda.py -q -rfEs --maxfail=20 -p no:cacheprovider \
+  $PY -m pytest tests/test_functorch.py tests/test_cuda.py tests/test_nn_cuda.py -q -rfEs \
+  --maxfail=20 -p no:cacheprovider \
   > "$LOG/tests_cuda.log" 2>&1 &
 cuda_tests=$!
 shard_pids=()

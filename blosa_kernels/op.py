@@ -33,6 +33,7 @@ from torch.library import triton_op, wrap_triton
 from torch.utils._python_dispatch import is_in_torch_dispatch_mode
 from triton.runtime.autotuner import Autotuner
 
+from blosa._functorch import FuncSupport, transform_active
 from blosa._validate import check_attn_args, check_scale
 from blosa.ops import needs_lse
 from blosa_kernels import configs
@@ -377,6 +378,9 @@ def _backward(ctx, grad_out, _grad_lse):
 
 
 masked_block_attn_triton_fwd.register_autograd(_backward, setup_context=_setup_context)
+# torch.func transforms and forward-mode AD, which torch.library's autograd does not serve:
+# see blosa/_functorch.py.
+_FUNC_SUPPORT = FuncSupport("blosa::masked_block_attn_triton_fwd", "blosa::masked_block_attn_triton_bwd")
 
 
 def _backward_eager(*args):
@@ -463,6 +467,8 @@ def masked_block_attn_triton(dep, head, value, bias=None, mask=None, block_len=0
     check_attn_args(dep, head, value, bias, mask, block_len, direction, scale)
     check_scale(scale, torch.float32)  # float64 inputs too: the kernels take c as float32
     _check_device(dep)
+    if transform_active():
+        return _FUNC_SUPPORT.attn(dep, head, value, bias, mask, block_len, direction, float(scale))
     differentiable = needs_lse(dep, head, value, bias)
     compute_lse = differentiable and saves_lse(dep.shape[1], block_len)
     if _untraced(dep, head, value, bias, mask):

@@ -110,7 +110,8 @@ def test_torch_compile_dynamic_shapes_compile_once(direction, block_len):
 
 @pytest.mark.parametrize("backend", ["cpu", "reference"])
 def test_vmap_matches_a_loop(backend):
-    """torch.func.vmap over a batch of calls (torch's per-sample fallback for the C++ op)."""
+    """torch.func.vmap over a batch of calls: the C++ op's rule folds the mapped dimension into
+    the batch, bitwise the calls one by one (tests/test_functorch.py has the other transforms)."""
     gen = generator_for("vmap", backend)
     dep, head, value, bias = make_inputs(4 * 2, 6, 3, torch.float64, gen)
     dep, head, value = (t.detach().reshape(4, 2, 6, 3) for t in (dep, head, value))
@@ -121,18 +122,3 @@ def test_vmap_matches_a_loop(backend):
 
     want = torch.stack([attend(*args) for args in zip(dep, head, value, mask)])
     torch.testing.assert_close(torch.func.vmap(attend)(dep, head, value, mask), want, rtol=0, atol=0)
-
-
-def test_func_grad_needs_the_reference_backend():
-    """torch.func.grad cannot pass the C++ op's autograd node (a torch::autograd::Function,
-    which functorch refuses, as the README says); through the reference it matches autograd."""
-    dep, head, value, bias, mask = sample_args()
-
-    def loss(d, backend):
-        return masked_block_attn(d, head, value, bias, mask, 3, "forward", 5.0, backend).sum()
-
-    with pytest.raises(RuntimeError, match="functorch transforms"):
-        torch.func.grad(loss)(dep.detach(), "cpu")
-    leaf = dep.detach().requires_grad_()
-    loss(leaf, "cpu").backward()
-    torch.testing.assert_close(torch.func.grad(loss)(dep.detach(), "reference"), leaf.grad)

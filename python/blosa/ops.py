@@ -12,7 +12,8 @@ The C++ extension (csrc/) defines three ops:
                          empty). d_bias [d] (d_head summed over batch and queries), or [0]
                          without a bias
 Autograd of _fwd is C++ too (csrc/autograd.cpp); this module gives the ops their fake (meta)
-kernels, so that torch.compile can trace them, and picks the backend of a call.
+kernels, so that torch.compile can trace them, and picks the backend of a call. Their vmap rules,
+and the autograd that calls under torch.func transforms go through, are in blosa/_functorch.py.
 """
 from __future__ import annotations
 
@@ -29,6 +30,11 @@ except ImportError as error:
         "blosa's C++ extension (blosa._C) is not built or does not match this torch: run "
         "`make build`, or `pip install --no-build-isolation -e .` with torch installed first"
     ) from error
+
+from blosa._functorch import FuncSupport, fold_inputs, transform_active  # noqa: E402  (after the ops)
+
+# torch.func transforms and forward-mode AD: see blosa/_functorch.py.
+_FUNC_SUPPORT = FuncSupport("blosa::masked_block_attn_fwd", "blosa::masked_block_attn_bwd")
 
 BACKENDS = ("auto", "cpu", "cuda", "triton", "reference")
 
@@ -61,6 +67,8 @@ def cuda_kernels_built() -> bool:
 
 
 def _fused(dep, head, value, bias, mask, block_len, direction, scale):
+    if transform_active():
+        return _FUNC_SUPPORT.attn(dep, head, value, bias, mask, block_len, direction, scale)
     return torch.ops.blosa.masked_block_attn(dep, head, value, bias, mask, block_len, direction, scale)
 
 
@@ -166,3 +174,12 @@ def masked_block_attn(
         scale = float(scale)  # numpy's floats likewise (a SymFloat stays symbolic)
     fn = _BACKEND_FN[resolve_backend(backend, dep.device)]
     return fn(dep, head, value, bias, mask, block_len, direction, scale)
+
+
+@torch.library.register_vmap("blosa::masked_block_attn")
+def _attn_vmap(info, in_dims, dep, head, value, bias, mask, block_len, direction, scale=5.0):
+    """torch.ops.blosa.masked_block_attn under vmap: one call on the slices folded into the
+    batch (blosa/_functorch.py), which decides about lse as an unmapped call does."""
+    folded = fold_inputs(info.batch_size, in_dims, dep, head, value, bias, mask)
+    out = torch.ops.blosa.masked_block_attn(*folded, block_len, direction, scale)
+    return out.reshape(info.batch_size, -1, *out.shape[1:]), 0

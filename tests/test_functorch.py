@@ -1,0 +1,140 @@
+"""torch.func transforms (vmap, grad, vjp, jacrev) over the C++ op, on CPU and, where there is
+one, a GPU; and over the encoders built on it. The checks are in functorch_cases.py."""
+from __future__ import annotations
+
+import pytest
+import torch
+from torch.func import functional_call, grad, vmap
+
+import functorch_cases as fc
+from attn_cases import generator_for
+from blosa.nn.registry import build_encoder, set_backend
+from blosa.ops import cuda_kernels_built
+
+# (backend, device, dtype, tolerance against the float64 reference)
+TARGETS = [("cpu", "cpu", torch.float64, 1e-10), ("cpu", "cpu", torch.float32, 1e-4)]
+if torch.cuda.is_available() and cuda_kernels_built():
+    # float32 runs tanh.approx / ex2.approx (tests/test_cuda.py): a looser bound.
+    TARGETS += [("cuda", "cuda", torch.float64, 1e-10), ("cuda", "cuda", torch.float32, 1e-2)]
+TARGET_IDS = [f"{b}-{str(t).split('.')[1]}" for b, _, t, _ in TARGETS]
+
+# (B, n, d, block_len, direction, mask kind, bias kind): block lengths that do not divide n,
+# one block (0, and longer than n), length 1, fully masked rows.
+VMAP_CASES = [
+    (2, 7, 5, 3, "forward", "holes", "mapped"),
+    (2, 7, 5, 0, "all", "empty_row", "shared"),
+    (1, 1, 4, 1, "backward", "none", "none"),
+    (3, 9, 2, 4, "diag", "right_pad", "mapped"),
+    (2, 6, 3, 8, "forward", "none", "shared"),
+]
+GRAD_CASES = [
+    (2, 7, 5, 3, "forward", "holes"),
+    (3, 9, 4, 0, "all", "right_pad"),
+    (2, 5, 3, 2, "diag", "empty_row"),
+    (1, 1, 3, 1, "backward", "none"),
+]
+SMALL_CASES = [(2, 5, 3, 2, "forward", "holes"), (1, 6, 2, 0, "backward", "empty_row")]
+
+
+@pytest.mark.parametrize("backend,device,dtype,tol", TARGETS, ids=TARGET_IDS)
+@pytest.mark.parametrize("case", VMAP_CASES)
+def test_vmap(backend, device, dtype, tol, case):
+    fc.check_vmap(backend, device, dtype, tol, case)
+
+
+@pytest.mark.parametrize("backend,device,dtype,tol", TARGETS, ids=TARGET_IDS)
+@pytest.mark.parametrize("case", GRAD_CASES)
+def test_per_sample_grads(backend, device, dtype, tol, case):
+    fc.check_per_sample_grads(backend, device, dtype, tol, case)
+
+
+@pytest.mark.parametrize("backend,device,dtype,tol", TARGETS, ids=TARGET_IDS)
+@pytest.mark.parametrize("case", GRAD_CASES)
+def test_grad_of_vmap(backend, device, dtype, tol, case):
+    fc.check_grad_of_vmap(backend, device, dtype, tol, case)
+
+
+@pytest.mark.parametrize("backend,device,dtype,tol", TARGETS, ids=TARGET_IDS)
+@pytest.mark.parametrize("case", SMALL_CASES)
+def test_vjp_and_jacrev(backend, device, dtype, tol, case):
+    fc.check_vjp_and_jacrev(backend, device, dtype, tol, case)
+
+
+@pytest.mark.parametrize("backend,device,dtype,tol", TARGETS, ids=TARGET_IDS)
+def test_no_higher_derivatives(backend, device, dtype, tol):
+    fc.check_no_higher_derivatives(backend, device, dtype)
+
+
+@pytest.mark.parametrize("device", ["cpu"] + (["cuda"] if any(t[0] == "cuda" for t in TARGETS) else []))
+@pytest.mark.parametrize("compute_lse", [True, False])
+def test_torch_ops_under_vmap(device, compute_lse):
+    """torch.ops.blosa.* themselves have vmap rules: _fwd (out, and lse where asked for), _bwd
+    (with the saved lse or recomputing it; d_bias per slice) and the composite op equal calls
+    slice by slice, and regular autograd outside vmap reaches the inputs through the composite."""
+    gen = generator_for("ops-vmap", device, compute_lse)
+    dep, head, value = (fc.draw(gen, fc.V, 2, 6, 3, device=device, dtype=torch.float64) for _ in range(3))
+    bias = fc.draw(gen, 3, device=device, dtype=torch.float64)
+    mask = (torch.rand(fc.V, 2, 6, generator=gen) > 0.3).to(device)
+    args = (4, "forward", 5.0)
+    with fc.no_vmap_fallback():
+        out, lse = vmap(lambda *t: torch.ops.blosa.masked_block_attn_fwd(*t, *args, compute_lse),
+                        in_dims=(0, 0, 0, None, 0))(dep, head, value, bias, mask)
+    for i in range(fc.V):
+        want_out, want_lse = torch.ops.blosa.masked_block_attn_fwd(dep[i], head[i], value[i], bias, mask[i],
+                                                                     *args, compute_lse)
+        torch.testing.assert_close(out[i], want_out, rtol=0, atol=1e-12)
+        torch.testing.assert_close(lse[i], want_lse, rtol=0, atol=1e-12)  # [0] when not asked for
+    # _bwd from the saved lse, or recomputing it (lse empty; out then empty too, and unmapped).
+    grad_out = fc.draw(gen, fc.V, 2, 6, 3, device=device, dtype=torch.float64)
+    saved = (out, lse) if compute_lse else (dep.new_empty(0), lse[0])
+
+    def bwd(g, x, h, v, m, o, s):
+        return torch.ops.blosa.masked_block_attn_bwd(g, x, h, v, bias, m, o, s, *args)
+
+    with fc.no_vmap_fallback():
+        got = vmap(bwd, in_dims=(0, 0, 0, 0, 0) + ((0, 0) if compute_lse else (None, None)))(
+            grad_out, dep, head, value, mask, *saved)
+    for i in range(fc.V):
+        o, s = (out[i], lse[i]) if compute_lse else saved
+        want = bwd(grad_out[i], dep[i], head[i], value[i], mask[i], o, s)
+        for name, g, w in zip(("d_dep", "d_head", "d_value", "d_bias"), got, want):
+            torch.testing.assert_close(g[i], w, rtol=0, atol=1e-12, msg=name)
+    x = dep.clone().requires_grad_(compute_lse)
+    with fc.no_vmap_fallback():
+        got = vmap(lambda t, m: torch.ops.blosa.masked_block_attn(t, head[0], value[0], bias, m, *args))(
+            x, mask)
+    want = torch.stack([fc.reference_f64(x[i], head[0], value[0], bias, mask[i], 4, "forward")
+                        for i in range(fc.V)])
+    torch.testing.assert_close(got, want)
+    if compute_lse:
+        g, = torch.autograd.grad(got.pow(2).sum(), x)
+        w, = torch.autograd.grad(want.pow(2).sum(), x)
+        torch.testing.assert_close(g, w)
+
+
+@pytest.mark.parametrize("name", ["bibosan", "disan"])
+def test_encoder_per_sample_grads(name):
+    """An encoder's per-sequence parameter gradients (vmap(grad) over functional_call, as in
+    differential privacy or influence functions) with the fused op equal the reference's."""
+    gen = generator_for("encoder-per-sample", name)
+    torch.manual_seed(int(torch.randint(1 << 30, (1,), generator=gen)))
+    model = build_encoder(name, 6, hidden=8, **({"block_len": 3} if name == "bibosan" else {}))
+    model = model.double().eval()
+    x = fc.draw(gen, 4, 7, 6, dtype=torch.float64)
+    mask = torch.rand(4, 7, generator=gen) > 0.3
+    mask[:, 0] = True
+    params = {k: v.detach() for k, v in model.named_parameters()}
+
+    def per_sample(backend):
+        set_backend(model, backend)
+
+        def loss(p, xi, mi):
+            return functional_call(model, p, (xi[None], mi[None]))[1].pow(2).sum()
+
+        with fc.no_vmap_fallback():
+            return vmap(grad(loss), in_dims=(None, 0, 0))(params, x, mask)
+
+    got, want = per_sample("auto"), per_sample("reference")
+    assert set(got) == set(params)
+    for key in params:
+        torch.testing.assert_close(got[key], want[key], msg=key)
