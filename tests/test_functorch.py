@@ -7,7 +7,8 @@ import torch
 from torch.func import functional_call, grad, vmap
 
 import functorch_cases as fc
-from attn_cases import generator_for
+from attn_cases import RecordLseRequests, generator_for
+from blosa import masked_block_attn
 from blosa.nn.registry import build_encoder, set_backend
 from blosa.ops import cuda_kernels_built
 
@@ -138,3 +139,19 @@ def test_encoder_per_sample_grads(name):
     assert set(got) == set(params)
     for key in params:
         torch.testing.assert_close(got[key], want[key], msg=key)
+
+
+@pytest.mark.parametrize("wants_grad", [False, True])
+def test_vmap_saves_lse_only_for_a_gradient(wants_grad):
+    """Under vmap alone nothing is differentiated, and the forward is asked for no lse (a third
+    of its memory traffic); under vmap(grad) it is, for the backward."""
+    gen = generator_for("vmap-lse", wants_grad)
+    dep, head, value = (fc.draw(gen, fc.V, 2, 6, 3, dtype=torch.float64) for _ in range(3))
+
+    def attend(x):
+        return masked_block_attn(x[None], head[0, :1], value[0, :1], None, None, 4, "all", 5.0, "cpu").sum()
+
+    with fc.no_vmap_fallback(), RecordLseRequests(torch.ops.blosa.masked_block_attn_fwd.default) as record:
+        got = vmap(grad(attend) if wants_grad else attend)(dep[:, 0])
+    assert record.asked == [wants_grad]
+    assert got.shape == ((fc.V, 6, 3) if wants_grad else (fc.V,))

@@ -5,7 +5,8 @@ ops' is torch.library's (register_autograd): functorch refuses both under grad, 
 ("cannot use C++ torch::autograd::Function with functorch transforms", "must override the
 setup_context staticmethod"). Calls made while a functorch transform (or forward-mode AD) is
 active go through an autograd.Function of FuncSupport instead: the same forward and backward
-ops, with an autograd that functorch lowers through its levels.
+ops, with an autograd that functorch lowers through its levels. Under vmap alone, with nothing
+to differentiate, the forward op runs by itself and computes no lse.
 
 vmap folds the mapped dimension into the batch: [V, B, n, d] runs as one call on
 [V * B, n, d], not torch's fallback of one call per slice. A mapped bias ([V, d], one per slice)
@@ -14,6 +15,7 @@ cannot be folded, as the kernels take one bias: it is added to head instead (the
 from __future__ import annotations
 
 import torch
+from torch._C._functorch import TransformType
 
 FORWARD_AD_MESSAGE = (
     "masked_block_attn's fused kernels have no forward-mode derivative (torch.func.jvp, jacfwd, "
@@ -29,6 +31,12 @@ def transform_active() -> bool:
     return not torch.compiler.is_compiling() and (
         torch._C._are_functorch_transforms_active() or torch.autograd.forward_ad._current_level >= 0
     )
+
+
+def _only_vmap() -> bool:
+    """Whether every active functorch transform is a vmap, and no forward-mode AD is on."""
+    return torch.autograd.forward_ad._current_level < 0 and all(
+        level.key() == TransformType.Vmap for level in torch._C._functorch.get_interpreter_stack())
 
 
 def _fold(t: torch.Tensor, dim: int | None, size: int) -> torch.Tensor:
@@ -75,6 +83,11 @@ class FuncSupport:
 
     def attn(self, dep, head, value, bias, mask, block_len, direction, scale):
         """out [B, n, d], differentiable in dep, head, value, bias under functorch transforms."""
+        from blosa.ops import needs_lse  # here: blosa.ops imports this module
+
+        if _only_vmap() and not needs_lse(dep, head, value, bias):
+            # Nothing to differentiate: the forward op alone, without lse (its vmap rule).
+            return self.fwd(dep, head, value, bias, mask, block_len, direction, scale, False)[0]
         return self.function.apply(dep, head, value, bias, mask, block_len, direction, scale)[0]
 
     def _fwd_vmap(self, info, in_dims, dep, head, value, bias, mask, block_len, direction, scale,
