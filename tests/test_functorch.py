@@ -155,3 +155,33 @@ def test_vmap_saves_lse_only_for_a_gradient(wants_grad):
         got = vmap(grad(attend) if wants_grad else attend)(dep[:, 0])
     assert record.asked == [wants_grad]
     assert got.shape == ((fc.V, 6, 3) if wants_grad else (fc.V,))
+
+
+def test_encoder_ensemble():
+    """An ensemble of encoders run as one model (torch.func.stack_module_state, vmap over the
+    stacked parameters: each attention bias mapped) and its gradients equal each model's own,
+    with random (nonzero) attention biases."""
+    gen = generator_for("ensemble")
+    torch.manual_seed(int(torch.randint(1 << 30, (1,), generator=gen)))
+    models = [build_encoder("bibosan", 6, hidden=8, block_len=3).double() for _ in range(3)]
+    with torch.no_grad():
+        for model in models:
+            for p in model.parameters():
+                p.normal_(0, 0.5)
+    params, buffers = torch.func.stack_module_state(models)
+    skeleton = build_encoder("bibosan", 6, hidden=8, block_len=3).double().to("meta")
+    x = fc.draw(gen, 4, 7, 6, dtype=torch.float64)
+    mask = torch.rand(4, 7, generator=gen) > 0.3
+
+    def sentences(p, b):
+        return vmap(lambda p1, b1: functional_call(skeleton, (p1, b1), (x, mask))[1])(p, b)
+
+    with fc.no_vmap_fallback():
+        got = sentences(params, buffers)
+        got_grads = grad(lambda p: sentences(p, buffers).pow(2).sum())(params)
+    for i, model in enumerate(models):
+        want = model(x, mask)[1]
+        torch.testing.assert_close(got[i], want)
+        want.pow(2).sum().backward()
+        for name, p in model.named_parameters():
+            torch.testing.assert_close(got_grads[name][i], p.grad, msg=name)
