@@ -39,15 +39,16 @@ def test_compiled_matches_eager(eager_and_compiled):
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_one_graph_for_every_length(name):
     """torch.compile(dynamic=True) compiles once for batches of different sizes and lengths (NLP
-    batches vary in both), matching eager at each. Bi-BloSAN compiles a second graph for lengths
-    that its block length divides (no padding block), and with the "auto" block length one
-    more wherever ceil(cbrt(2n)) changes: the lengths here avoid both."""
+    batches vary in both), matching eager at each: for Bi-BloSAN (r = 3) lengths under r, equal
+    to it and that it divides, too. (With the "auto" block length it compiles again wherever
+    ceil(cbrt(2n)) changes.)"""
     torch._dynamo.reset()
     seed = fresh_seed()
     model = build_encoder(name, 5, 4, backend="cpu", **CASES[name]).double()
     compiled = torch.compile(model, fullgraph=True, dynamic=True, backend="aot_eager")
     with torch._dynamo.config.patch(error_on_recompile=True):
-        for B, n in ((3, 7), (2, 11), (4, random.choice([13, 14, 16, 17, 19, 20]))):
+        lengths = (7, 11, 2, 3, random.choice([6, 9, 12, 15]), random.choice([13, 14, 16, 17]))
+        for B, n in zip((3, 2, 4, 2, 3, 4), lengths):
             x, mask = random_batch(B, n, 5)
             w_tok = torch.randn(B, n, model.token_dim, dtype=torch.float64)
             w_sent = torch.randn(B, model.sentence_dim, dtype=torch.float64)
@@ -56,19 +57,17 @@ def test_one_graph_for_every_length(name):
             assert_same_results(got, want, f"{name} compiled (dynamic) vs eager, B={B} n={n}", seed)
 
 
-@pytest.mark.parametrize("name, dynamic_length", [("disan", True), ("bibosan", False)])
-def test_export_with_a_dynamic_batch(name, dynamic_length):
-    """torch.export with a symbolic batch size (DiSAN: and length), run at other sizes against
-    eager. Bi-BloSAN's length stays fixed: repeating each block's context over its r tokens
-    and cutting at n (mblosa.py) makes export ask whether r divides n."""
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_export_with_a_dynamic_batch_and_length(name):
+    """torch.export with a symbolic batch size and length, exported at a length Bi-BloSAN's
+    r = 3 divides and run against eager at lengths under r, equal to it, that it divides and
+    that it does not."""
     seed = fresh_seed()
     model = build_encoder(name, 5, 4, backend="cpu", **CASES[name]).double().eval()
     x, mask = random_batch(2, 9, 5, lengths=[9, 4])
-    dims = {0: torch.export.Dim("B", min=2, max=64)}
-    if dynamic_length:
-        dims[1] = torch.export.Dim("n", min=2, max=512)
+    dims = {0: torch.export.Dim("B", min=2, max=64), 1: torch.export.Dim("n", min=2, max=512)}
     exported = torch.export.export(model, (x, mask), dynamic_shapes=(dims, dims)).module()
-    for B, n in ((5, 17 if dynamic_length else 9), (3, 4 if dynamic_length else 9)):
+    for B, n in ((5, 17), (3, 4), (2, 2), (4, 3), (3, random.choice([6, 12, 15]))):
         x, mask = random_batch(B, n, 5)
         for got, want, what in zip(exported(x, mask), model(x, mask), ("tokens", "sentence")):
             torch.testing.assert_close(got, want, msg=lambda m: f"{name} {what} B={B} n={n} (seed={seed}): {m}")

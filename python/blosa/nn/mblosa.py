@@ -66,15 +66,23 @@ class MaskedBlockSelfAttention(nn.Module):
         """E [B, n, d] from h [B, n, d]: block vectors v, inter-block attention, gate, duplicate."""
         B, n, d = h.shape
         m = -(-n // r)
-        pad = m * r - n
-        h_blocks = F.pad(h, (0, 0, 0, pad)).reshape(B * m, r, d)
-        mask_blocks = F.pad(mask, (0, pad), value=False).reshape(B * m, r)
-        v = self.block_s2t(h_blocks, mask_blocks).reshape(B, m, d)
-        block_mask = self.block_mask(mask_blocks).reshape(B, m)
+        # So that with a symbolic n (torch.compile(dynamic=True), torch.export) one graph holds
+        # for every length, blocks are gathered by index (padding and reshaping guarded on r
+        # not dividing n), and a traced graph has one more block, all padding (merging B and m
+        # guards on m > 1): it has no real token, so the inter-block attention masks it out.
+        if torch.compiler.is_compiling() and n > 0:
+            m += 1
+        pos = torch.arange(m, device=h.device)[:, None] * r + torch.arange(r, device=h.device)  # [m, r]
+        past_end = pos >= n  # padding
+        index = pos.clamp(max=n - 1)
+        h_blocks = h[:, index].masked_fill(past_end[:, :, None], 0.0).flatten(0, 1)  # [B*m, r, d]
+        mask_blocks = mask[:, index].masked_fill(past_end, False).flatten(0, 1)
+        v = self.block_s2t(h_blocks, mask_blocks).unflatten(0, (B, m))  # [B, m, d]
+        block_mask = self.block_mask(mask_blocks).unflatten(0, (B, m))
         o = self.inter(v, block_mask, block_len=0)
         gate = torch.sigmoid(self.gate_o(o) + self.gate_v(v))
         e = gate * o + (1 - gate) * v  # [B, m, d]
-        return e[:, :, None, :].expand(B, m, r, d).reshape(B, m * r, d)[:, :n]
+        return e[:, torch.arange(n, device=h.device) // r]  # block l's e_l at each of its tokens
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
         mask = checked_mask(x, mask, self.d)
