@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from blosa.nn.block_len import resolve_block_len
