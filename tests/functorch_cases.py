@@ -159,6 +159,10 @@ def check_no_higher_derivatives(backend, device, dtype):
     with pytest.raises(RuntimeError, match="no second derivative"):
         grad(lambda x: grad(lambda y: f(y).pow(2).sum())(x).sum())(dep)
     plain = f(dep)
+    # Forward mode through other inputs, none reaching the op, is no forward-mode derivative of it.
+    weight = torch.tensor(2.0, device=device, dtype=dtype)
+    _, tangent = torch.func.jvp(lambda w: f(dep) * w, (weight,), (torch.ones_like(weight),))
+    assert torch.equal(tangent, plain)
     with fwAD.dual_level():
         with pytest.raises(NotImplementedError, match="no forward-mode derivative"):
             f(fwAD.make_dual(dep, torch.ones_like(dep)))
