@@ -71,3 +71,18 @@ def test_export_with_a_dynamic_batch_and_length(name):
         x, mask = random_batch(B, n, 5)
         for got, want, what in zip(exported(x, mask), model(x, mask), ("tokens", "sentence")):
             torch.testing.assert_close(got, want, msg=lambda m: f"{name} {what} B={B} n={n} (seed={seed}): {m}")
+
+
+def test_export_auto_block_len():
+    """block_len="auto" derives r from the length: exporting with a symbolic length is refused by
+    name (not as "block_len must be an int, got SymInt"); a symbolic batch size exports and runs."""
+    model = build_encoder("bibosan", 5, 4, backend="cpu").double().eval()
+    x, mask = random_batch(2, 9, 5, lengths=[9, 4])
+    batch = {0: torch.export.Dim("B", min=2, max=64)}
+    length = {**batch, 1: torch.export.Dim("n", min=2, max=512)}
+    with pytest.raises(ValueError, match='block_len="auto" takes r from the padded length.*int block_len'):
+        torch.export.export(model, (x, mask), dynamic_shapes=(length, length))
+    exported = torch.export.export(model, (x, mask), dynamic_shapes=(batch, batch)).module()
+    x, mask = random_batch(5, 9, 5)
+    for got, want in zip(exported(x, mask), model(x, mask)):
+        torch.testing.assert_close(got, want)

@@ -85,6 +85,13 @@ class MaskedBlockSelfAttention(nn.Module):
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
         mask = checked_mask(x, mask, self.d)
+        if self.block_len == "auto" and isinstance(x.shape[1], torch.SymInt):
+            # torch.export with a symbolic length (torch.compile instead guards on r and
+            # compiles again where it changes).
+            raise ValueError(
+                'block_len="auto" takes r from the padded length, so no one graph serves a '
+                "symbolic length: build the model with an int block_len "
+                "(blosa.nn.block_len_for_dataset gives the paper's) or export a fixed length")
         r = resolve_block_len(self.block_len, x.shape[1])
         parts = [x]
         h = x
