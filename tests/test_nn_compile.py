@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from blosa.nn import build_encoder
+from blosa.nn.registry import ENCODERS
 from nn_helpers import assert_same_results, fresh_seed, outputs_and_grads, random_batch
 
 CASES = {"bibosan": {"block_len": 3}, "disan": {}}
@@ -57,22 +58,6 @@ def test_one_graph_for_every_length(name):
             assert_same_results(got, want, f"{name} compiled (dynamic) vs eager, B={B} n={n}", seed)
 
 
-@pytest.mark.parametrize("name", sorted(CASES))
-def test_export_with_a_dynamic_batch_and_length(name):
-    """torch.export with a symbolic batch size and length, exported at a length Bi-BloSAN's
-    r = 3 divides and run against eager at lengths under r, equal to it, that it divides and
-    that it does not."""
-    seed = fresh_seed()
-    model = build_encoder(name, 5, 4, backend="cpu", **CASES[name]).double().eval()
-    x, mask = random_batch(2, 9, 5, lengths=[9, 4])
-    dims = {0: torch.export.Dim("B", min=2, max=64), 1: torch.export.Dim("n", min=2, max=512)}
-    exported = torch.export.export(model, (x, mask), dynamic_shapes=(dims, dims)).module()
-    for B, n in ((5, 17), (3, 4), (2, 2), (4, 3), (3, random.choice([6, 12, 15]))):
-        x, mask = random_batch(B, n, 5)
-        for got, want, what in zip(exported(x, mask), model(x, mask), ("tokens", "sentence")):
-            torch.testing.assert_close(got, want, msg=lambda m: f"{name} {what} B={B} n={n} (seed={seed}): {m}")
-
-
 def test_export_auto_block_len():
     """block_len="auto" derives r from the length: exporting with a symbolic length is refused by
     name (not as "block_len must be an int, got SymInt"); a symbolic batch size exports and runs."""
@@ -86,3 +71,47 @@ def test_export_auto_block_len():
     x, mask = random_batch(5, 9, 5)
     for got, want in zip(exported(x, mask), model(x, mask)):
         torch.testing.assert_close(got, want)
+
+
+# How the other encoders compile (README): one graph for every batch size and length, but for
+# the recurrent baselines. Bi-LSTM and Bi-GRU pack each batch by its lengths (data-dependent:
+# graph breaks, so not fullgraph), Bi-SRU loops over the tokens (a graph per length).
+PACKED, PER_LENGTH = ("bilstm", "bigru"), ("bisru",)
+
+
+@pytest.mark.parametrize("name", sorted(set(ENCODERS) - set(CASES)))
+def test_every_encoder_compiles(name):
+    """torch.compile(dynamic=True) of each remaining encoder matches eager (outputs and grads)
+    at three batch sizes and lengths, in one graph where the README says so."""
+    torch._dynamo.reset()
+    seed = fresh_seed()
+    model = build_encoder(name, 5, 4, **({"block_len": 3} if name.startswith("bibosan") else {})).double()
+    compiled = torch.compile(model, fullgraph=name not in PACKED, dynamic=True, backend="aot_eager")
+    with torch._dynamo.config.patch(error_on_recompile=name not in PACKED + PER_LENGTH):
+        for B, n in ((3, 7), (2, 11), (4, 6)):
+            x, mask = random_batch(B, n, 5)
+            w_tok = torch.randn(B, n, model.token_dim, dtype=torch.float64)
+            w_sent = torch.randn(B, model.sentence_dim, dtype=torch.float64)
+            want = outputs_and_grads(model, x, mask, w_tok, w_sent)
+            got = outputs_and_grads(compiled, x, mask, w_tok, w_sent)
+            assert_same_results(got, want, f"{name} compiled (dynamic) vs eager, B={B} n={n}", seed)
+
+
+@pytest.mark.parametrize("name", sorted(set(ENCODERS) - set(PACKED)))
+def test_export_with_a_dynamic_batch_and_length(name):
+    """torch.export with a symbolic batch size and length (Bi-SRU: batch size only), exported at a
+    length Bi-BloSAN's r = 3 divides and run against eager at lengths under r, equal to it, that
+    it divides and that it does not."""
+    seed = fresh_seed()
+    model = build_encoder(name, 5, 4, **({"block_len": 3} if name.startswith("bibosan") else {}))
+    model = model.double().eval()
+    x, mask = random_batch(2, 9, 5, lengths=[9, 4])
+    dims = {0: torch.export.Dim("B", min=2, max=64)}
+    if name not in PER_LENGTH:
+        dims[1] = torch.export.Dim("n", min=2, max=512)
+    exported = torch.export.export(model, (x, mask), dynamic_shapes=(dims, dims)).module()
+    lengths = (9,) if name in PER_LENGTH else (17, 4, 2, 3, random.choice([6, 12, 15]))
+    for B, n in zip((5, 3, 2, 4, 3), lengths):
+        x, mask = random_batch(B, n, 5)
+        for got, want, what in zip(exported(x, mask), model(x, mask), ("tokens", "sentence")):
+            torch.testing.assert_close(got, want, msg=lambda m: f"{name} {what} B={B} n={n} (seed={seed}): {m}")
