@@ -44,11 +44,11 @@ class SRULayer(nn.Module):
         skip = parts[3] if self.project_skip else x
         n = x.shape[1]
         c = x.new_zeros(x.shape[0], self.hidden)
-        cs = [c] * n
+        cs = []  # appended, not assigned by index: torch 2.11's dynamo cannot trace list stores
         for t in (range(n - 1, -1, -1) if self.reverse else range(n)):
             c = torch.where(mask[:, t, None], f[:, t] * c + (1 - f[:, t]) * x_tilde[:, t], c)
-            cs[t] = c
-        c_all = torch.stack(cs, dim=1)
+            cs.append(c)
+        c_all = torch.stack(cs[::-1] if self.reverse else cs, dim=1)
         return r * torch.tanh(c_all) + (1 - r) * skip
 
 
