@@ -168,3 +168,20 @@ def check_no_higher_derivatives(backend, device, dtype):
         with pytest.raises(NotImplementedError, match="no forward-mode derivative"):
             f(fwAD.make_dual(dep, torch.ones_like(dep)))
         torch.testing.assert_close(f(dep), plain)
+
+
+def check_empty(backend, device, dtype):
+    """vmap over no slices, or slices of no sequence, token or feature: outputs and per-slice
+    gradients of the right (empty) shapes, and an empty batch's gradient reaching its input."""
+    def attend(x):
+        return masked_block_attn(x, x, x, None, None, 2, "all", 5.0, backend)
+
+    for shape in ((0, 2, 5, 3), (3, 0, 5, 3), (2, 2, 0, 3), (2, 2, 5, 0)):
+        x = torch.randn(*shape, device=device, dtype=dtype)
+        with no_vmap_fallback():
+            assert vmap(attend)(x).shape == shape
+            assert vmap(grad(lambda x1: attend(x1).sum()))(x).shape == shape
+            assert vmap(attend, in_dims=1)(x.transpose(0, 1)).shape == shape
+            leaf = x.clone().requires_grad_()
+            vmap(attend)(leaf).sum().backward()
+        assert leaf.grad.shape == shape

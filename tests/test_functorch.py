@@ -66,6 +66,11 @@ def test_no_higher_derivatives(backend, device, dtype, tol):
     fc.check_no_higher_derivatives(backend, device, dtype)
 
 
+@pytest.mark.parametrize("backend,device,dtype,tol", TARGETS, ids=TARGET_IDS)
+def test_empty(backend, device, dtype, tol):
+    fc.check_empty(backend, device, dtype)
+
+
 @pytest.mark.parametrize("device", ["cpu"] + (["cuda"] if any(t[0] == "cuda" for t in TARGETS) else []))
 @pytest.mark.parametrize("compute_lse", [True, False])
 def test_torch_ops_under_vmap(device, compute_lse):

@@ -46,9 +46,10 @@ def _fold(t: torch.Tensor, dim: int | None, size: int) -> torch.Tensor:
     return t.reshape(size * t.shape[1], *t.shape[2:])
 
 
-def _unfold(t: torch.Tensor, size: int) -> torch.Tensor:
-    """[size * B, ...] -> [size, B, ...]."""
-    return t.reshape(size, t.shape[0] // size, *t.shape[1:])
+def unfold(t: torch.Tensor, size: int, dep: torch.Tensor, dep_dim: int | None) -> torch.Tensor:
+    """[size * B, ...] -> [size, B, ...], B being the batch of one slice of `dep` (mapped along
+    dep_dim, or None): known even when size or B is 0."""
+    return t.reshape(size, dep.shape[1] if dep_dim == 0 else dep.shape[0], *t.shape[1:])
 
 
 def fold_inputs(size, in_dims, dep, head, value, bias, mask):
@@ -95,9 +96,10 @@ class FuncSupport:
         V = info.batch_size
         out, lse = self.fwd(*fold_inputs(V, in_dims, dep, head, value, bias, mask), block_len,
                             direction, scale, compute_lse)
+        out = unfold(out, V, dep, in_dims[0])
         if lse.dim() == 1:  # compute_lse=False: one empty lse stands for every slice's
-            return (_unfold(out, V), lse), (0, None)
-        return (_unfold(out, V), _unfold(lse, V)), (0, 0)
+            return (out, lse), (0, None)
+        return (out, unfold(lse, V, dep, in_dims[0])), (0, 0)
 
     def _bwd_vmap(self, info, in_dims, grad_out, dep, head, value, bias, mask, out, lse, block_len,
                   direction, scale):
@@ -106,10 +108,10 @@ class FuncSupport:
         d_dep, d_head, d_value, _ = self.bwd(
             _fold(grad_out, grad_dim, V), *fold_inputs(V, in_dims[1:6], dep, head, value, bias, mask),
             _fold_saved(out, out_dim, V), _fold_saved(lse, lse_dim, V), block_len, direction, scale)
-        d_head = _unfold(d_head, V)
+        d_dep, d_head, d_value = (unfold(t, V, dep, in_dims[1]) for t in (d_dep, d_head, d_value))
         # The kernels' d_bias sums over all V * B sequences; each slice wants its own.
         d_bias = d_head.sum((1, 2)) if bias is not None else d_head.new_empty(V, 0)
-        return (_unfold(d_dep, V), d_head, _unfold(d_value, V), d_bias), (0, 0, 0, 0)
+        return (d_dep, d_head, d_value, d_bias), (0, 0, 0, 0)
 
 
 def _attn_function(fwd, bwd) -> type[torch.autograd.Function]:

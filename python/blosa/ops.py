@@ -31,7 +31,7 @@ except ImportError as error:
         "`make build`, or `pip install --no-build-isolation -e .` with torch installed first"
     ) from error
 
-from blosa._functorch import FuncSupport, fold_inputs, transform_active  # noqa: E402  (after the ops)
+from blosa._functorch import FuncSupport, fold_inputs, transform_active, unfold  # noqa: E402
 
 # torch.func transforms and forward-mode AD: see blosa/_functorch.py.
 _FUNC_SUPPORT = FuncSupport("blosa::masked_block_attn_fwd", "blosa::masked_block_attn_bwd")
@@ -182,4 +182,4 @@ def _attn_vmap(info, in_dims, dep, head, value, bias, mask, block_len, direction
     batch (blosa/_functorch.py), which decides about lse as an unmapped call does."""
     folded = fold_inputs(info.batch_size, in_dims, dep, head, value, bias, mask)
     out = torch.ops.blosa.masked_block_attn(*folded, block_len, direction, scale)
-    return out.reshape(info.batch_size, -1, *out.shape[1:]), 0
+    return unfold(out, info.batch_size, dep, in_dims[0]), 0

@@ -38,3 +38,7 @@ def test_vjp_and_jacrev():
 
 def test_no_higher_derivatives():
     fc.check_no_higher_derivatives("triton", DEVICE, torch.float32)
+
+
+def test_empty():
+    fc.check_empty("triton", DEVICE, torch.float32)
