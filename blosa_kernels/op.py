@@ -34,7 +34,7 @@ from torch.utils._python_dispatch import is_in_torch_dispatch_mode
 from triton.runtime.autotuner import Autotuner
 
 from blosa._functorch import FuncSupport, transform_active
-from blosa._validate import check_attn_args, check_scale
+from blosa._validate import check_attn_args
 from blosa.ops import needs_lse
 from blosa_kernels import configs
 from blosa_kernels._math import DIRECTION_CODE
@@ -192,8 +192,8 @@ def masked_block_attn_triton_fwd(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     # The schema types block_len as SymInt; int() specializes it (torch.compile, dynamic shapes).
     block_len = int(block_len)
-    check_attn_args(dep, head, value, bias, mask, block_len, direction, scale)
-    check_scale(scale, torch.float32)  # float64 inputs too: the kernels take c as float32
+    # float64 inputs too: the kernels take c as float32
+    check_attn_args(dep, head, value, bias, mask, block_len, direction, scale, compute=torch.float32)
     _check_device(dep)
     return _forward(dep, head, value, bias, mask, block_len, direction, scale, compute_lse, traced=True)
 
@@ -464,8 +464,8 @@ def masked_block_attn_triton(dep, head, value, bias=None, mask=None, block_len=0
     Returns:
         out: [B, n, d] in the input dtype; exactly 0 for a query with no allowed key.
     """
-    check_attn_args(dep, head, value, bias, mask, block_len, direction, scale)
-    check_scale(scale, torch.float32)  # float64 inputs too: the kernels take c as float32
+    # float64 inputs too: the kernels take c as float32
+    check_attn_args(dep, head, value, bias, mask, block_len, direction, scale, compute=torch.float32)
     _check_device(dep)
     if transform_active():
         return _FUNC_SUPPORT.attn(dep, head, value, bias, mask, block_len, direction, float(scale))

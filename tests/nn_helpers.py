@@ -83,6 +83,19 @@ def assert_same_results(got: dict, want: dict, where: str, seed: int, **tol) -> 
         assert_close(got[label], w, f"{label}, {where}", seed, **tol)
 
 
+def assert_compiled_matches_eager(model, compiled, x, mask, where: str, seed: int, **tol) -> dict:
+    """A compiled encoder and its eager module (sharing parameters) agree on (x, mask): outputs
+    and every gradient of a weighted loss with random weights in x's dtype and on its device.
+    Returns the compiled run's outputs_and_grads."""
+    B, n = mask.shape
+    w_tok = torch.randn(B, n, model.token_dim, dtype=x.dtype, device=x.device)
+    w_sent = torch.randn(B, model.sentence_dim, dtype=x.dtype, device=x.device)
+    want = outputs_and_grads(model, x, mask, w_tok, w_sent)
+    got = outputs_and_grads(compiled, x, mask, w_tok, w_sent)
+    assert_same_results(got, want, where, seed, **tol)
+    return got
+
+
 def assert_batch_independent(model, d_in: int, L: int, extra_len: int, seed: int, name: str = "") -> None:
     """The same sentence (length L) alone and inside a batch padded to L + extra_len (garbage at
     padding) gives the same token vectors and sentence vector, and padding outputs are 0."""

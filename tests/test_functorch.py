@@ -37,38 +37,22 @@ GRAD_CASES = [
 SMALL_CASES = [(2, 5, 3, 2, "forward", "holes"), (1, 6, 2, 0, "backward", "empty_row")]
 
 
-@pytest.mark.parametrize("backend,device,dtype,tol", TARGETS, ids=TARGET_IDS)
-@pytest.mark.parametrize("case", VMAP_CASES)
-def test_vmap(backend, device, dtype, tol, case):
-    fc.check_vmap(backend, device, dtype, tol, case)
+# Each check of functorch_cases.py with the cases it takes.
+CHECKS = ([(fc.check_vmap, case) for case in VMAP_CASES]
+          + [(check, case) for check in (fc.check_per_sample_grads, fc.check_grad_of_vmap) for case in GRAD_CASES]
+          + [(fc.check_vjp_and_jacrev, case) for case in SMALL_CASES])
 
 
 @pytest.mark.parametrize("backend,device,dtype,tol", TARGETS, ids=TARGET_IDS)
-@pytest.mark.parametrize("case", GRAD_CASES)
-def test_per_sample_grads(backend, device, dtype, tol, case):
-    fc.check_per_sample_grads(backend, device, dtype, tol, case)
+@pytest.mark.parametrize("check,case", CHECKS, ids=[f"{c.__name__[6:]}-{i}" for i, (c, _) in enumerate(CHECKS)])
+def test_transform_matches_reference(check, case, backend, device, dtype, tol):
+    check(backend, device, dtype, tol, case)
 
 
 @pytest.mark.parametrize("backend,device,dtype,tol", TARGETS, ids=TARGET_IDS)
-@pytest.mark.parametrize("case", GRAD_CASES)
-def test_grad_of_vmap(backend, device, dtype, tol, case):
-    fc.check_grad_of_vmap(backend, device, dtype, tol, case)
-
-
-@pytest.mark.parametrize("backend,device,dtype,tol", TARGETS, ids=TARGET_IDS)
-@pytest.mark.parametrize("case", SMALL_CASES)
-def test_vjp_and_jacrev(backend, device, dtype, tol, case):
-    fc.check_vjp_and_jacrev(backend, device, dtype, tol, case)
-
-
-@pytest.mark.parametrize("backend,device,dtype,tol", TARGETS, ids=TARGET_IDS)
-def test_no_higher_derivatives(backend, device, dtype, tol):
-    fc.check_no_higher_derivatives(backend, device, dtype)
-
-
-@pytest.mark.parametrize("backend,device,dtype,tol", TARGETS, ids=TARGET_IDS)
-def test_empty(backend, device, dtype, tol):
-    fc.check_empty(backend, device, dtype)
+@pytest.mark.parametrize("check", [fc.check_no_higher_derivatives, fc.check_empty])
+def test_refusals_and_empty_shapes(check, backend, device, dtype, tol):
+    check(backend, device, dtype)
 
 
 @pytest.mark.parametrize("device", ["cpu"] + (["cuda"] if any(t[0] == "cuda" for t in TARGETS) else []))

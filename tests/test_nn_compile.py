@@ -11,7 +11,7 @@ import torch
 
 from blosa.nn import build_encoder
 from blosa.nn.registry import ENCODERS
-from nn_helpers import assert_same_results, fresh_seed, outputs_and_grads, random_batch
+from nn_helpers import assert_compiled_matches_eager, fresh_seed, random_batch
 
 CASES = {"bibosan": {"block_len": 3}, "disan": {}}
 
@@ -29,11 +29,7 @@ def test_compiled_matches_eager(eager_and_compiled):
     seed = fresh_seed()
     B, n = 3, random.randint(7, 11)  # padding and several blocks, lengths 1 and 0 included
     x, mask = random_batch(B, n, 5, lengths=[n, 1, random.randint(0, n)])
-    w_tok = torch.randn(B, n, model.token_dim, dtype=torch.float64)
-    w_sent = torch.randn(B, model.sentence_dim, dtype=torch.float64)
-    want = outputs_and_grads(model, x, mask, w_tok, w_sent)
-    got = outputs_and_grads(compiled, x, mask, w_tok, w_sent)  # compiled shares the eager module's parameters
-    assert_same_results(got, want, f"{name} compiled vs eager", seed)
+    got = assert_compiled_matches_eager(model, compiled, x, mask, f"{name} compiled vs eager", seed)
     assert torch.isfinite(got["sentence"]).all()
 
 
@@ -51,11 +47,8 @@ def test_one_graph_for_every_length(name):
         lengths = (7, 11, 2, 3, random.choice([6, 9, 12, 15]), random.choice([13, 14, 16, 17]))
         for B, n in zip((3, 2, 4, 2, 3, 4), lengths):
             x, mask = random_batch(B, n, 5)
-            w_tok = torch.randn(B, n, model.token_dim, dtype=torch.float64)
-            w_sent = torch.randn(B, model.sentence_dim, dtype=torch.float64)
-            want = outputs_and_grads(model, x, mask, w_tok, w_sent)
-            got = outputs_and_grads(compiled, x, mask, w_tok, w_sent)
-            assert_same_results(got, want, f"{name} compiled (dynamic) vs eager, B={B} n={n}", seed)
+            assert_compiled_matches_eager(model, compiled, x, mask,
+                                          f"{name} compiled (dynamic) vs eager, B={B} n={n}", seed)
 
 
 def test_export_auto_block_len():
@@ -90,11 +83,8 @@ def test_every_encoder_compiles(name):
     with torch._dynamo.config.patch(error_on_recompile=name not in PACKED + PER_LENGTH):
         for B, n in ((3, 7), (2, 11), (4, 6)):
             x, mask = random_batch(B, n, 5)
-            w_tok = torch.randn(B, n, model.token_dim, dtype=torch.float64)
-            w_sent = torch.randn(B, model.sentence_dim, dtype=torch.float64)
-            want = outputs_and_grads(model, x, mask, w_tok, w_sent)
-            got = outputs_and_grads(compiled, x, mask, w_tok, w_sent)
-            assert_same_results(got, want, f"{name} compiled (dynamic) vs eager, B={B} n={n}", seed)
+            assert_compiled_matches_eager(model, compiled, x, mask,
+                                          f"{name} compiled (dynamic) vs eager, B={B} n={n}", seed)
 
 
 @pytest.mark.parametrize("name", sorted(set(ENCODERS) - set(PACKED)))

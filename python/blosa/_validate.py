@@ -13,8 +13,10 @@ import torch
 DIRECTIONS = ("forward", "backward", "diag", "all")
 
 
-def check_attn_args(dep, head, value, bias, mask, block_len, direction, scale) -> None:
-    """Raise ValueError/TypeError naming the bad argument of masked_block_attn."""
+def check_attn_args(dep, head, value, bias, mask, block_len, direction, scale,
+                    compute: torch.dtype | None = None) -> None:
+    """Raise ValueError/TypeError naming the bad argument of masked_block_attn. `compute`: the
+    dtype the kernels take c in, for the scale's range (default lse_dtype(dep.dtype))."""
     for name, t in (("bias", bias), ("mask", mask)):
         if t is not None:
             if not isinstance(t, torch.Tensor):
@@ -50,7 +52,7 @@ def check_attn_args(dep, head, value, bias, mask, block_len, direction, scale) -
     if isinstance(block_len, bool) or not isinstance(block_len, numbers.Integral):
         raise TypeError(f"block_len must be an int, got {type(block_len).__name__}")
     check_direction(direction)
-    check_scale(scale, lse_dtype(dep.dtype))
+    check_scale(scale, compute or lse_dtype(dep.dtype))
 
 
 def lse_dtype(dtype: torch.dtype) -> torch.dtype:

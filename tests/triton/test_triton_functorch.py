@@ -16,29 +16,19 @@ VMAP_CASES = [(2, 7, 5, 3, "forward", "holes", "mapped"), (1, 1, 4, 0, "backward
 GRAD_CASES = [(2, 7, 5, 3, "diag", "empty_row"), (2, 5, 3, 0, "all", "none")]
 
 
-@pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("case", VMAP_CASES)
-def test_vmap(dtype, case):
-    fc.check_vmap("triton", DEVICE, dtype, TOL, case)
+# (check, dtype, case): vmap in both dtypes, the gradient checks in float32.
+CHECKS = ([(fc.check_vmap, dtype, case) for dtype in DTYPES for case in VMAP_CASES]
+          + [(check, torch.float32, case) for check in (fc.check_per_sample_grads, fc.check_grad_of_vmap)
+             for case in GRAD_CASES]
+          + [(fc.check_vjp_and_jacrev, torch.float32, (2, 5, 3, 2, "forward", "holes"))])
 
 
-@pytest.mark.parametrize("case", GRAD_CASES)
-def test_per_sample_grads(case):
-    fc.check_per_sample_grads("triton", DEVICE, torch.float32, TOL, case)
+@pytest.mark.parametrize("check,dtype,case", CHECKS,
+                         ids=[f"{c.__name__[6:]}-{str(t)[6:]}-{i}" for i, (c, t, _) in enumerate(CHECKS)])
+def test_transform_matches_reference(check, dtype, case):
+    check("triton", DEVICE, dtype, TOL, case)
 
 
-@pytest.mark.parametrize("case", GRAD_CASES)
-def test_grad_of_vmap(case):
-    fc.check_grad_of_vmap("triton", DEVICE, torch.float32, TOL, case)
-
-
-def test_vjp_and_jacrev():
-    fc.check_vjp_and_jacrev("triton", DEVICE, torch.float32, TOL, (2, 5, 3, 2, "forward", "holes"))
-
-
-def test_no_higher_derivatives():
-    fc.check_no_higher_derivatives("triton", DEVICE, torch.float32)
-
-
-def test_empty():
-    fc.check_empty("triton", DEVICE, torch.float32)
+@pytest.mark.parametrize("check", [fc.check_no_higher_derivatives, fc.check_empty])
+def test_refusals_and_empty_shapes(check):
+    check("triton", DEVICE, torch.float32)
