@@ -75,7 +75,7 @@ class MaskedBlockSelfAttention(nn.Module):
         past_end = pos >= n  # padding
         index = pos.clamp(max=n - 1)
         h_blocks = h[:, index].masked_fill(past_end[:, :, None], 0.0).flatten(0, 1)  # [B*m, r, d]
-        mask_blocks = mask[:, index].masked_fill(past_end, False).flatten(0, 1)
+        mask_blocks = (mask[:, index] & ~past_end).flatten(0, 1)
         v = self.block_s2t(h_blocks, mask_blocks).unflatten(0, (B, m))  # [B, m, d]
         block_mask = self.block_mask(mask_blocks).unflatten(0, (B, m))
         o = self.inter(v, block_mask, block_len=0)
