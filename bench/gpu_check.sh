@@ -178,9 +178,12 @@ step "GPU tests (CUDA, and Triton in $TRITON_SHARDS shards, side by side)"
 # involved; nor test_triton_bench_scripts.py, which checks which kernels bench/ncu_kernels.py
 # launches (the same on any device). No test times anything, and the memory tests read their
 # own process's allocator. tests/test_functorch.py (torch.func over the op, CPU and CUDA: a few
-# seconds) goes first, so that the long CUDA suites' end being cut cannot skip it.
+# seconds) and tests/test_cuda_graphs.py (CUDA graph capture, both backends; one Inductor
+# compile, not yet run on a GPU) go first, so that the long CUDA suites' end being cut cannot
+# skip them.
 BLOSA_CUDA_ERR_LOG="$LOG/cuda_errors.json" timed "CUDA tests" ${CUDA_TESTS_TIMEOUT:-240} \
-  $PY -m pytest tests/test_functorch.py tests/test_cuda.py tests/test_nn_cuda.py -q -rfEs \
+  $PY -m pytest tests/test_functorch.py tests/test_cuda_graphs.py tests/test_cuda.py \
+  tests/test_nn_cuda.py -q -rfEs \
   --maxfail=20 -p no:cacheprovider \
   > "$LOG/tests_cuda.log" 2>&1 &
 cuda_tests=$!
