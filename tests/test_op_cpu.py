@@ -165,8 +165,11 @@ def test_gradcheck(direction, block_len):
     gen = generator_for("gradcheck", direction, block_len)
     inputs = make_inputs(2, 5, 3, torch.float64, gen, spread=1.0)
     mask = torch.tensor([[True, True, False, True, True], [True, True, True, False, False]])
+    # check_batched_grad: the backward under vmap too (its rule, blosa/_functorch.py), as
+    # PyTorch's own operator tests ask of theirs.
     assert torch.autograd.gradcheck(
-        lambda *t: masked_block_attn(*t, mask, block_len, direction, 2.0), inputs
+        lambda *t: masked_block_attn(*t, mask, block_len, direction, 2.0), inputs,
+        check_batched_grad=True,
     )
 
 
