@@ -2,7 +2,8 @@
 (outputs and every gradient) at batch sizes and lengths other than the traced ones.
 
 Tracing records the ops one call ran, with sizes taken from the inputs, so one trace serves every
-batch size and length but for Bi-SRU, whose loop over the tokens is unrolled at the traced length.
+batch size and length but for Bi-SRU, whose loop over the tokens is unrolled at the traced length,
+and Bi-BloSAN with block_len="auto", whose r the trace fixes at the traced length's (it warns).
 Python branches are frozen at trace time too: a trace made on a non-empty batch takes no empty one.
 """
 from __future__ import annotations
@@ -38,3 +39,13 @@ def test_trace_saved_and_loaded_matches_eager(name):
     for B, n in zip((3, 1, 4, 2, 3, 2), lengths):
         x, mask = random_batch(B, n, 5)
         assert_compiled_matches_eager(model, loaded, x, mask, f"{name} traced vs eager, B={B} n={n}", seed)
+
+
+def test_trace_with_auto_block_len_warns():
+    """block_len="auto" takes r from the length (ceil(cbrt(2n)): 3 at n = 9, 6 at n = 100), which
+    a trace fixes: tracing says so, and at another length the trace does depart from eager."""
+    model = build_encoder("bibosan", 5, 4).double()
+    with pytest.warns(UserWarning, match=r'block_len="auto".*this trace uses r = 3 \(that of length 9\)'):
+        traced = torch.jit.trace(model, random_batch(2, 9, 5), check_trace=False)
+    x, mask = random_batch(2, 100, 5)
+    assert not torch.allclose(traced(x, mask)[1], model(x, mask)[1])

@@ -1,6 +1,8 @@
 """mBloSA: masked block self-attention (paper section 3.1)."""
 from __future__ import annotations
 
+import warnings
+
 import torch
 from torch import nn
 
@@ -93,6 +95,14 @@ class MaskedBlockSelfAttention(nn.Module):
                 "symbolic length: build the model with an int block_len "
                 "(blosa.nn.block_len_for_dataset gives the paper's) or export a fixed length")
         r = resolve_block_len(self.block_len, x.shape[1])
+        if self.block_len == "auto" and torch.jit.is_tracing():
+            # The trace keeps this r at every length; eager would not. One warning says so, where
+            # torch's TracerWarnings about the shape checks would bury it.
+            warnings.warn(
+                f'block_len="auto" takes r from the padded length: this trace uses r = {r} (that '
+                f"of length {int(x.shape[1])}) at every length, where eager changes it. Build the "
+                "model with an int block_len (blosa.nn.block_len_for_dataset gives the paper's) "
+                "for a trace that matches eager at every length", stacklevel=2)
         parts = [x]
         h = x
         if self.use_local:
