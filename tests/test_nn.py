@@ -194,6 +194,16 @@ def test_block_len_changes_the_blocks():
     assert not torch.allclose(a, b), f"block_len had no effect (seed={seed})"
 
 
+@pytest.mark.parametrize("name, shown", [
+    ("bibosan", "d=6, block_len=4"), ("bibosan_no_local", "d=6, block_len=4, use_local=False"),
+    ("bibosan_no_global", "d=6, block_len=4, use_global=False")])
+def test_printed_model_shows_the_block_length(name, shown):
+    """print(model) shows each mBloSA's width, block length and ablations, as it shows each
+    attention's direction, scale and backend."""
+    printed = repr(build_encoder(name, 5, 6, block_len=4))
+    assert printed.count(f"MaskedBlockSelfAttention(\n      {shown}\n") == 2, printed
+
+
 # ---------------------------------------------------------------- configuration
 
 def test_activation_and_dropout_placement_are_configurable():

@@ -57,6 +57,10 @@ class MaskedBlockSelfAttention(nn.Module):
         self.fuse_f = Dense(d_fuse, d, activation=activation, dropout=dropout)
         self.fuse_g = Dense(d_fuse, d, dropout=dropout)
 
+    def extra_repr(self) -> str:
+        ablated = [f"{name}=False" for name in ("use_local", "use_global") if not getattr(self, name)]
+        return ", ".join([f"d={self.d}", f"block_len={self.block_len!r}", *ablated])
+
     @staticmethod
     def block_mask(mask_blocks: torch.Tensor) -> torch.Tensor:
         """[B*m, r] token mask -> [B*m] block mask: a block with no real token is no key or query
