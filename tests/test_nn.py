@@ -11,6 +11,7 @@ import torch
 from blosa.nn import (ATTENTION_ENCODERS, ENCODERS, BiBloSA, BiBloSAN, DiSAN, MaskedAttention,
                       MaskedBlockSelfAttention, MaskedSelfAttention, Source2Token, block_len_for_dataset,
                       block_len_for_length, build_encoder, resolve_block_len, set_backend)
+from blosa.nn.layers import Dense
 from nn_helpers import (assert_batch_independent, assert_close, assert_same_results, fresh_seed, outputs_and_grads,
                         random_batch)
 
@@ -202,6 +203,13 @@ def test_printed_model_shows_the_block_length(name, shown):
     attention's direction, scale and backend."""
     printed = repr(build_encoder(name, 5, 6, block_len=4))
     assert printed.count(f"MaskedBlockSelfAttention(\n      {shown}\n") == 2, printed
+
+
+def test_printed_layers_show_their_activation_and_heads():
+    printed = repr(build_encoder("multi_head", 5, 8, heads=2, activation="elu"))
+    assert "MultiHead(\n  heads=2, head_dim=8\n" in printed and "activation='elu'" in printed, printed
+    assert "activation='tanh'" in repr(Dense(3, 4, activation=torch.tanh))
+    assert "activation" not in repr(Dense(3, 4))
 
 
 # ---------------------------------------------------------------- configuration

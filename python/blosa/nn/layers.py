@@ -73,7 +73,12 @@ class Dense(nn.Module):
         super().__init__()
         self.linear = glorot_(nn.Linear(d_in, d_out, bias=bias))
         self.act = None if activation is None else get_activation(activation)
+        self.activation = activation if isinstance(activation, str) or activation is None else (
+            getattr(activation, "__name__", repr(activation)))  # for print(model)
         self.dropout = nn.Dropout(dropout) if dropout > 0 else nn.Identity()
+
+    def extra_repr(self) -> str:
+        return "" if self.activation is None else f"activation={self.activation!r}"
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         y = self.linear(self.dropout(x))

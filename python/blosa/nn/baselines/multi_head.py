@@ -48,6 +48,9 @@ class MultiHead(SentenceEncoder):
         self.s2t = Source2Token(d, activation=activation, dropout=p)
         self.token_dim = self.sentence_dim = d
 
+    def extra_repr(self) -> str:
+        return f"heads={self.heads}, head_dim={self.head_dim}"
+
     def encode(self, x: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         B, n, _ = x.shape
         x = x + sinusoidal_positions(n, x.shape[-1], x.dtype, x.device)
