@@ -73,8 +73,9 @@ class Dense(nn.Module):
         super().__init__()
         self.linear = glorot_(nn.Linear(d_in, d_out, bias=bias))
         self.act = None if activation is None else get_activation(activation)
-        self.activation = activation if isinstance(activation, str) or activation is None else (
-            getattr(activation, "__name__", repr(activation)))  # for print(model)
+        # For print(model): the name given, or the callable's.
+        named = activation is None or isinstance(activation, str)
+        self.activation = activation if named else getattr(activation, "__name__", repr(activation))
         self.dropout = nn.Dropout(dropout) if dropout > 0 else nn.Identity()
 
     def extra_repr(self) -> str:
