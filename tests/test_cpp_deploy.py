@@ -32,10 +32,15 @@ def program(tmp_path_factory):
         pytest.skip(f"no C++ compiler: {CXX} is not on PATH (set CXX)")
     out = tmp_path_factory.mktemp("deploy") / "deploy"
     libs = cpp_extension.library_paths()
+    # As torch's CMake config links them: every torch library kept though the program calls none
+    # of the CUDA ones, since blosa's library, built with its CUDA kernels, needs them loaded.
+    torch_libs = ["torch", "torch_cpu", "c10"]
+    if torch.version.cuda is not None:
+        torch_libs += ["torch_cuda", "c10_cuda"]
     cmd = [CXX, "-std=c++20", "-O0", str(SOURCE), "-o", str(out),
            *(f"-I{p}" for p in cpp_extension.include_paths()),
            *(f"-L{p}" for p in libs), *(f"-Wl,-rpath,{p}" for p in libs),
-           "-ltorch", "-ltorch_cpu", "-lc10", "-ldl"]
+           "-Wl,--no-as-needed", *(f"-l{lib}" for lib in torch_libs), "-Wl,--as-needed", "-ldl"]
     build = subprocess.run(cmd, capture_output=True, text=True)
     assert build.returncode == 0, f"{' '.join(cmd)}\n{build.stderr[-3000:]}"
     return out
