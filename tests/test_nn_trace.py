@@ -45,6 +45,7 @@ def test_trace_saved_and_loaded_matches_eager(name):
 def test_trace_with_auto_block_len_warns():
     """block_len="auto" takes r from the length (ceil(cbrt(2n)): 3 at n = 9, 6 at n = 100), which
     a trace fixes: tracing says so, and at another length the trace does depart from eager."""
+    fresh_seed()
     model = build_encoder("bibosan", 5, 4).double()
     with pytest.warns(UserWarning, match=r'block_len="auto".*this trace uses r = 3 \(that of length 9\)'):
         traced = torch.jit.trace(model, random_batch(2, 9, 5), check_trace=False)
