@@ -525,6 +525,23 @@ def test_fused_backward_runs_where_it_applies(emulated, n, block_len, tile):
     assert same == (n == 300)
 
 
+@pytest.mark.parametrize("fill", (float("nan"), float("inf")))
+@pytest.mark.parametrize("n, block_len, variant", [
+    (11, 3, {}), (45, 8, {}), (45, 8, dict(small_vec=2)), (37, 13, {}),
+    (37, 13, dict(staged=True, fused=True)), (150, 0, dict(fused=True)), (150, 0, dict(recompute=True))])
+def test_what_padding_holds_does_not_matter(emulated, fill, n, block_len, variant):
+    """As for the CPU op (test_op_cpu.py): inf or NaN in dep, head and value at padding (padded
+    batches hold garbage) gives bit for bit the outputs and gradients of finite padding."""
+    gen = generator_for("emulated padding holds", fill, n, block_len, *variant.items())
+    inputs, mask, grad_out = make_case(3, n, 24, gen, True, "holes")
+    garbage = [t.masked_fill(~mask[..., None], fill) for t in inputs[:3]] + [inputs[3]]
+    settings = (block_len, "forward", 5.0)
+    finite, _ = run_emulated(emulated, inputs, mask, grad_out, torch.float32, settings, 8, **variant)
+    dirty, _ = run_emulated(emulated, garbage, mask, grad_out, torch.float32, settings, 8, **variant)
+    for name, got, want in zip(("out", "d_dep", "d_head", "d_value", "d_bias"), dirty, finite):
+        torch.testing.assert_close(got, want, rtol=0, atol=0, msg=lambda m: f"{name}: {m}")
+
+
 @pytest.mark.parametrize("scale", (0.5, 39.0, 41.0, 100.0))  # both pivot paths
 def test_staged_forward_every_scale(emulated, scale):
     for direction in ("forward", "diag"):

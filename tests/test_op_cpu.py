@@ -51,6 +51,30 @@ def test_every_scale(direction, scale):
     torch.testing.assert_close(out, ref, **TOL[torch.float64])
 
 
+@pytest.mark.parametrize("backend", ("cpu", "reference"))
+@pytest.mark.parametrize("fill", (float("nan"), float("inf"), -float("inf")))
+@pytest.mark.parametrize("direction, block_len, mask_kind",
+                         [("forward", 3, "holes"), ("all", 0, "empty_row"), ("diag", 5, "right_pad")])
+def test_what_padding_holds_does_not_matter(backend, fill, direction, block_len, mask_kind):
+    """Padded tokens are no keys and no queries: inf or NaN in dep, head and value there (padded
+    batches hold garbage) gives bit for bit the outputs and gradients of finite padding, exactly 0
+    at padding."""
+    gen = generator_for("padding holds", backend, fill, direction, block_len)
+    finite = make_inputs(3, N, 6, torch.float64, gen)
+    mask = make_mask(mask_kind, 3, N, gen)
+    pad = ~mask[..., None]
+    garbage = [t.detach().masked_fill(pad, fill).requires_grad_() for t in finite[:3]] + [finite[3]]
+    grad_out = torch.randn(3, N, 6, generator=gen, dtype=torch.float64)
+    results = []
+    for inputs in (finite, garbage):
+        out = masked_block_attn(*inputs, mask, block_len, direction, 5.0, backend=backend)
+        results.append([out, *grads(out, inputs, grad_out)])
+    for name, got, want in zip(("out", "d_dep", "d_head", "d_value", "d_bias"), *reversed(results)):
+        torch.testing.assert_close(got, want, rtol=0, atol=0, msg=lambda m: f"{name}: {m}")
+    for name, t in zip(("out", "d_dep", "d_head", "d_value"), results[1]):
+        assert (t.masked_select(pad) == 0).all(), f"{name} is not 0 at padding"
+
+
 @pytest.mark.parametrize("n, d", [(1, 1), (1, 7), (2, 3), (64, 1), (129, 3)])
 @pytest.mark.parametrize("direction", DIRECTIONS)
 def test_odd_sizes(direction, n, d):

@@ -65,6 +65,13 @@ def masked_block_attn_ref(
     m = -(-n // r)
     if mask is None:
         mask = torch.ones(B, n, dtype=torch.bool, device=dep.device)
+    else:
+        # Padding is no key and no query, so what it holds (padded batches hold garbage, inf or
+        # NaN among it) must not reach the result, as in the CPU and CUDA kernels, which never
+        # use it: a probability of 0 times an inf would still be NaN. Zeroed here, padding also
+        # gets exactly 0 gradient (masked_fill's).
+        pad = ~mask[..., None]
+        dep, head, value = (t.masked_fill(pad, 0.0) for t in (dep, head, value))
 
     def blocks(t: torch.Tensor) -> torch.Tensor:  # [B, n, ...] -> [B, m, r, ...], zero-padded
         pad = [0, 0] * (t.dim() - 2) + [0, m * r - n]
