@@ -129,6 +129,22 @@ def test_matches_reference(dtype, direction, n, block_len, mask_kind):
     check(dtype, direction, block_len, mask_kind, n=n)
 
 
+@pytest.mark.parametrize("fill", (float("nan"), float("inf")))
+@pytest.mark.parametrize("n, block_len", ((11, 3), (45, 8), (45, 20), (150, 0)))
+@pytest.mark.parametrize("dtype", (torch.float32, torch.bfloat16), ids=str)
+def test_what_padding_holds_does_not_matter(dtype, n, block_len, fill):
+    """As on the CPU and under emulation (test_cuda_emulated.py): inf or NaN in dep, head and
+    value at padding gives bit for bit the outputs and gradients of finite padding."""
+    gen = generator_for("cuda padding holds", dtype, n, block_len, fill)
+    inputs, mask, grad_out = make_case(3, n, 70, gen, True, "holes")
+    garbage = [t.masked_fill(~mask[..., None], fill) for t in inputs[:3]] + [inputs[3]]
+    settings = (block_len, "forward", 5.0)
+    finite = run(public_op, inputs, mask, grad_out, dtype, *settings)
+    dirty = run(public_op, garbage, mask, grad_out, dtype, *settings)
+    for name, got, want in zip(("out", "d_dep", "d_head", "d_value", "d_bias"), dirty, finite):
+        torch.testing.assert_close(got, want, rtol=0, atol=0, msg=lambda m: f"{name}: {m}")
+
+
 @pytest.mark.parametrize("n, block_len", ((11, 1), (11, 3), (45, 8), (45, 20), (45, 0)))
 @pytest.mark.parametrize("direction", DIRECTIONS)
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
