@@ -56,6 +56,18 @@ def grads(out, inputs, grad_out):
     return torch.autograd.grad(out, present, grad_out)
 
 
+def assert_padding_ignored(run, inputs, mask: torch.Tensor, fill: float) -> list[torch.Tensor]:
+    """run(inputs) -> [out, d_dep, d_head, d_value(, d_bias)] gives the same bits with `fill`
+    (inf or NaN: the garbage padded batches hold) at padding in dep, head and value as with the
+    finite `inputs` (dep, head, value, bias). Returns the results with the garbage."""
+    pad = ~mask[..., None]
+    garbage = [t.detach().masked_fill(pad, fill).requires_grad_(t.requires_grad) for t in inputs[:3]]
+    dirty = run([*garbage, *inputs[3:]])
+    for name, got, want in zip(("out", "d_dep", "d_head", "d_value", "d_bias"), dirty, run(inputs)):
+        torch.testing.assert_close(got, want, rtol=0, atol=0, msg=lambda m: f"{name}: {m}")
+    return dirty
+
+
 class RecordLseRequests(TorchDispatchMode):
     """Records the compute_lse argument (9th, default True) of every call of `op`, an
     OpOverload of masked_block_attn_fwd or masked_block_attn_triton_fwd, in `asked`."""
