@@ -73,13 +73,14 @@ class Dense(nn.Module):
         super().__init__()
         self.linear = glorot_(nn.Linear(d_in, d_out, bias=bias))
         self.act = None if activation is None else get_activation(activation)
-        # For print(model): the name given, or the callable's.
-        named = activation is None or isinstance(activation, str)
-        self.activation = activation if named else getattr(activation, "__name__", repr(activation))
         self.dropout = nn.Dropout(dropout) if dropout > 0 else nn.Identity()
 
     def extra_repr(self) -> str:
-        return "" if self.activation is None else f"activation={self.activation!r}"
+        """The activation by its ACTIVATIONS name, or the callable's own."""
+        if self.act is None:
+            return ""
+        name = next((k for k, f in ACTIVATIONS.items() if f is self.act), None)
+        return f"activation={name or getattr(self.act, '__name__', repr(self.act))!r}"
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         y = self.linear(self.dropout(x))
