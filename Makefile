@@ -7,7 +7,8 @@ TORCH    ?= torch==2.14.1
 NUMPY    ?= numpy
 # wheel: a new venv starts with setuptools 65, which torch 2.11 keeps (it pins setuptools < 82),
 # and setuptools before 70.1 builds the extension only with wheel installed.
-DEV_DEPS := $(NUMPY) tqdm matplotlib pytest pytest-benchmark ninja wheel
+# onnx, onnxscript, onnxruntime: tests/test_onnx.py (blosa.onnx).
+DEV_DEPS := $(NUMPY) tqdm matplotlib pytest pytest-benchmark ninja wheel onnx onnxscript onnxruntime
 # The oldest torch the README supports, which the lent GPU machines run (2.11, with triton 3.6:
 # `make test-torch-min`). numpy~=2.3.0: triton's interpreter before 3.7 fails on numpy 2.4.
 TORCH_MIN ?= torch==2.11.0

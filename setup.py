@@ -190,6 +190,7 @@ if __name__ == "__main__":
         extras_require={
             "triton": ["triton>=3.4"],
             "plot": ["matplotlib"],
+            "onnx": ["onnx", "onnxscript"],
             "test": ["pytest", "pytest-benchmark"],
         },
     )
