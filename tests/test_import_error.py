@@ -1,4 +1,5 @@
-"""What is missing is named with the way to get it: the built extension (blosa._C), triton."""
+"""What is missing is named with the way to get it: the built extension (blosa._C), triton,
+onnxscript."""
 import shutil
 import subprocess
 import sys
@@ -18,15 +19,17 @@ def test_missing_extension_names_the_build_command(tmp_path):
     assert "blosa._C" in run.stderr and "make build" in run.stderr, run.stderr[-2000:]
 
 
-HIDE_TRITON = """
+HIDE = """
 import importlib.abc, sys
 
-class NoTriton(importlib.abc.MetaPathFinder):
+class Hide(importlib.abc.MetaPathFinder):
     def find_spec(self, name, path, target=None):
-        if name.split(".")[0] == "triton":
-            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+        if name.split(".")[0] == {package!r}:
+            raise ModuleNotFoundError(f"No module named {{name!r}}", name=name)
 
-sys.meta_path.insert(0, NoTriton())
+sys.meta_path.insert(0, Hide())
+"""
+HIDE_TRITON = HIDE.format(package="triton") + """
 import torch, blosa
 x = torch.randn(1, 3, 2)
 print(blosa.masked_block_attn(x, x, x).shape)  # the CPU backend needs no triton
@@ -38,3 +41,17 @@ def test_triton_backend_without_triton_says_what_to_install():
     run = subprocess.run([sys.executable, "-c", HIDE_TRITON], capture_output=True, text=True)
     assert run.stdout.strip() == "torch.Size([1, 3, 2])", run.stderr[-2000:]
     assert "backend='triton' needs the triton package (pip install triton" in run.stderr, run.stderr[-2000:]
+
+
+def test_onnx_export_without_triton_translates_the_cpu_and_cuda_op():
+    code = HIDE.format(package="triton") + "import blosa.onnx; print(sorted(map(str, blosa.onnx.translations())))"
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert run.stdout.strip() == "['blosa.masked_block_attn_fwd.default']", run.stderr[-2000:]
+
+
+def test_onnx_export_without_onnxscript_says_what_to_install():
+    code = HIDE.format(package="onnxscript") + "import blosa.onnx"
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert run.returncode != 0
+    assert "blosa.onnx needs the onnx and onnxscript packages (pip install onnx onnxscript" in run.stderr, \
+        run.stderr[-2000:]

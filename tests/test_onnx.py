@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import io
 import random
-import sys
 import warnings
 
 import onnxruntime
@@ -185,9 +184,3 @@ def test_encoder_matches_eager(name):
             torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-5,
                                        msg=lambda m: f"{name} {what}, B={B} n={n} (seed={seed}): {m}")
 
-
-def test_missing_onnxscript_is_named(monkeypatch):
-    monkeypatch.setitem(sys.modules, "onnxscript", None)
-    monkeypatch.delitem(sys.modules, "blosa.onnx")
-    with pytest.raises(ModuleNotFoundError, match=r"blosa.onnx needs the onnx and onnxscript"):
-        import blosa.onnx  # noqa: F401
