@@ -51,16 +51,22 @@ def test_one_graph_for_every_length(name):
                                           f"{name} compiled (dynamic) vs eager, B={B} n={n}", seed)
 
 
-def test_export_auto_block_len():
+@pytest.mark.parametrize("strict", [False, True])
+def test_export_auto_block_len(strict):
     """block_len="auto" derives r from the length: exporting with a symbolic length is refused by
-    name (not as "block_len must be an int, got SymInt"); a symbolic batch size exports and runs."""
+    name (not as "block_len must be an int, got SymInt"), strict too, where dynamo shows the
+    length as an int (before, strict export took r from the example's length under a guard that
+    torch.onnx, which tries strict export, turns into a runtime check its graph then drops:
+    a silently wrong model); a symbolic batch size exports and runs."""
     model = build_encoder("bibosan", 5, 4, backend="cpu").double().eval()
     x, mask = random_batch(2, 9, 5, lengths=[9, 4])
     batch = {0: torch.export.Dim("B", min=2, max=64)}
     length = {**batch, 1: torch.export.Dim("n", min=2, max=512)}
-    with pytest.raises(ValueError, match='block_len="auto" takes r from the padded length.*int block_len'):
-        torch.export.export(model, (x, mask), dynamic_shapes=(length, length))
-    exported = torch.export.export(model, (x, mask), dynamic_shapes=(batch, batch)).module()
+    # strict: dynamo's Unsupported, saying the ValueError
+    refusal = ValueError if not strict else torch._dynamo.exc.Unsupported
+    with pytest.raises(refusal, match='block_len="auto" takes r from the padded length.*int block_len'):
+        torch.export.export(model, (x, mask), dynamic_shapes=(length, length), strict=strict)
+    exported = torch.export.export(model, (x, mask), dynamic_shapes=(batch, batch), strict=strict).module()
     x, mask = random_batch(5, 9, 5)
     for got, want in zip(exported(x, mask), model(x, mask)):
         torch.testing.assert_close(got, want)

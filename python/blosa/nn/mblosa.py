@@ -5,12 +5,24 @@ import warnings
 
 import torch
 from torch import nn
+from torch.fx.experimental.symbolic_shapes import statically_known_true
 
 from blosa.nn.block_len import resolve_block_len
 from blosa._validate import check_direction
 from blosa.nn.layers import Dense, check_width, checked_mask, zero_padding
 from blosa.nn.masked_attention import MaskedAttention
 from blosa.nn.source2token import Source2Token
+
+
+def _one_graph_for_every_length(n) -> bool:
+    """Whether the call is traced for a graph that serves every length n: torch.export (strict,
+    as torch.onnx tries it, or not) or another symbolic trace with n symbolic. Not torch.compile,
+    which guards on what depends on n and compiles again where it changes. Under dynamo (strict
+    export) a symbolic n looks like an int to isinstance, so it is told by what is known of it
+    without a guard: a concrete n's parity is known, a symbolic one's is not."""
+    if torch.jit.is_tracing() or (torch.compiler.is_compiling() and not torch.compiler.is_exporting()):
+        return False  # a jit trace keeps the traced length's r, and forward warns so
+    return not (statically_known_true(n % 2 == 0) or statically_known_true(n % 2 == 1))
 
 
 class MaskedBlockSelfAttention(nn.Module):
@@ -91,9 +103,7 @@ class MaskedBlockSelfAttention(nn.Module):
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
         mask = checked_mask(x, mask, self.d)
-        if self.block_len == "auto" and isinstance(x.shape[1], torch.SymInt):
-            # torch.export with a symbolic length (torch.compile instead guards on r and
-            # compiles again where it changes).
+        if self.block_len == "auto" and _one_graph_for_every_length(x.shape[1]):
             raise ValueError(
                 'block_len="auto" takes r from the padded length, so no one graph serves a '
                 "symbolic length: build the model with an int block_len "
