@@ -89,6 +89,16 @@ def rounded_product(a, b):
 
 
 @triton.jit
+def zero_padding(x, real):
+    """x with the rows of padding tokens zeroed (`real` False there, broadcast against x).
+    Padded batches hold anything there, inf and NaN included, which a pair's zero probability
+    does not cancel (0 · inf and 0 · NaN are NaN, and so is tanh.approx.f32 of NaN). Applied
+    where a kernel would carry a padding row into a real token's sums; a loop that skips padding
+    rows, or a padding query whose own results are discarded, needs none."""
+    return tl.where(real, x, 0.0)
+
+
+@triton.jit
 def dir_allows(i, j, DIR: tl.constexpr):
     """Whether query j may attend key i of its block under direction DIR (broadcasts)."""
     if DIR == 0:
@@ -331,11 +341,12 @@ def scaled_queries(head, bias, p_j, m_jk, o_k, m_k, inv_c):
 
 
 @triton.jit
-def query_tile(head, bias, grad_out, lse, out, p_j, m_jk, o_k, m_k, inv_c):
-    """What the backward needs of a tile's queries [BM, BD], in float32: (head + bias) / c,
-    grad_out, -lse·log2(e) (-inf where lse is +inf: padding rows, rows past the end and rows
-    with no key, so their p is exactly 0) and the saved out."""
-    b_q = scaled_queries(head, bias, p_j, m_jk, o_k, m_k, inv_c)
+def query_tile(head, bias, grad_out, lse, out, p_j, m_jk, real_j, o_k, m_k, inv_c):
+    """What the backward needs of a tile's queries [BM, BD], in float32: (head + bias) / c (0
+    in padding rows, real_j [BM] False: their p must come out 0, not NaN), grad_out,
+    -lse·log2(e) (-inf where lse is +inf: padding rows, rows past the end and rows with no key,
+    so their p is exactly 0) and the saved out."""
+    b_q = zero_padding(scaled_queries(head, bias, p_j, m_jk, o_k, m_k, inv_c), real_j[:, None])
     b_g = tl.load(grad_out + p_j, mask=m_jk, other=0.0).to(tl.float32)
     b_nlse2 = -tl.load(lse + p_j, mask=m_jk, other=float("inf")) * LOG2E
     b_os = tl.load(out + p_j, mask=m_jk, other=0.0).to(tl.float32)

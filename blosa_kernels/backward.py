@@ -42,7 +42,7 @@ from blosa_kernels._math import (LOG2E, block_row_tile, block_rows, block_tile_p
                                  f32, features_fastest, key_row, key_row_in_block, query_row,
                                  query_tile, rounded_product, row_tile, saved_probs,
                                  spread_block_rows, spread_blocks, spread_offsets, stream_row,
-                                 stream_row_in_block, tanh_arg, tanh_f32)
+                                 stream_row_in_block, tanh_arg, tanh_f32, zero_padding)
 
 
 @triton.jit
@@ -121,8 +121,9 @@ def bwd_blocks_kernel(
     real_i = m_i & (tl.load(mask + b * n + o_i, mask=m_i, other=0) != 0)
     p_i = (b * n + o_i).to(tl.int64)[:, :, None] * d + o_k[None, None, :]
     m_ik = m_i[:, :, None] & m_k[None, None, :]
-    b_dep = tl.load(dep + p_i, mask=m_ik, other=0.0).to(tl.float32)
-    b_val = tl.load(value + p_i, mask=m_ik, other=0.0).to(tl.float32)
+    real_ik = real_i[:, :, None]
+    b_dep = zero_padding(tl.load(dep + p_i, mask=m_ik, other=0.0).to(tl.float32), real_ik)
+    b_val = zero_padding(tl.load(value + p_i, mask=m_ik, other=0.0).to(tl.float32), real_ik)
     b_bias = tl.load(bias + o_k, mask=m_k, other=0.0).to(tl.float32)
     b_dd = tl.zeros_like(b_val)
     b_dv = tl.zeros_like(b_val)
@@ -156,7 +157,8 @@ def bwd_blocks_kernel(
         m_j = m_blk & (o_j < n)
         p_j = (b * n + o_j).to(tl.int64)[:, None] * d + o_k[None, :]
         m_jk = m_j[:, None] & m_k[None, :]
-        b_q = raw_head.to(tl.float32)
+        # A padding query's t multiplies into its keys' d_dep (by p = 0): finite it must be.
+        b_q = zero_padding(raw_head.to(tl.float32), real_j[:, None])
         b_q += b_bias[None, :]
         b_q = b_q * inv_c
         b_g = spread_block_rows(raw_g.to(tl.float32), ROW_AXIS)
@@ -206,8 +208,8 @@ def bwd_dq_kernel(
 
     p_j = (b * n + o_j).to(tl.int64)[:, None] * d + o_k[None, :]
     m_jk = m_j[:, None] & m_k[None, :]
-    b_q, b_g, b_nlse2, b_os = query_tile(head, bias, grad_out, lse, out, p_j, m_jk, o_k, m_k,
-                                         inv_c)
+    b_q, b_g, b_nlse2, b_os = query_tile(head, bias, grad_out, lse, out, p_j, m_jk, real_j, o_k,
+                                         m_k, inv_c)
     # d_head = g sum_i p w (v_i - o), w = 1 - t^2. The saved `out` o_s is rounded to the input
     # dtype, and that error would add up in d_bias over all queries, so o = o_s + e with
     # e = sum_i p (v_i - o_s) accumulated here in float32:
@@ -312,8 +314,8 @@ def bwd_fused_kernel(
 
     p_j = (b * n + o_j).to(tl.int64)[:, None] * d + o_k[None, :]
     m_jk = m_j[:, None] & m_k[None, :]
-    b_q, b_g, b_nlse2, b_os = query_tile(head, bias, grad_out, lse, out, p_j, m_jk, o_k, m_k,
-                                         inv_c)
+    b_q, b_g, b_nlse2, b_os = query_tile(head, bias, grad_out, lse, out, p_j, m_jk, real_j, o_k,
+                                         m_k, inv_c)
     plane = tl.cast(U, tl.int64) * B * n * d  # the d_value parts follow the d_dep parts
     if TRIMMED:
         b_dh = fused_keys_trimmed(dep, value, mask, sums, b_q, b_g, b_nlse2, b_os, B, n, d, b, u,

@@ -29,7 +29,7 @@ from blosa_kernels._math import (block_rows, dir_allows, exp2_poly, f32, feature
                                  key_pointers, load_key, online_softmax_step, pairs_with,
                                  row_step, row_tile, scaled_queries, softmax_result, spans_tile,
                                  spread_block_rows, spread_blocks, spread_offsets, stream_row,
-                                 tanh_arg, tanh_f32)
+                                 tanh_arg, tanh_f32, zero_padding)
 
 
 @triton.jit
@@ -100,10 +100,13 @@ def fwd_blocks_kernel(
         nxt_real, nxt_dep, nxt_val = aft_real, aft_dep, aft_val
         aft_real, aft_dep, aft_val = block_key_rows(mask, dep, value, b, n, d, start,
                                                     tl.minimum(u + 2, u_hi - 1), m_blk, o_k, m_k)
-        b_dep = spread_block_rows(raw_dep.to(tl.float32), ROW_AXIS)
-        b_val = spread_block_rows(raw_val.to(tl.float32), ROW_AXIS)
+        key_real = raw_real != 0
+        b_dep = spread_block_rows(zero_padding(raw_dep.to(tl.float32), key_real[:, None]),
+                                  ROW_AXIS)
+        b_val = spread_block_rows(zero_padding(raw_val.to(tl.float32), key_real[:, None]),
+                                  ROW_AXIS)
         o_u = tl.zeros_like(o_j) + u
-        allow = real_j & spread_blocks(raw_real != 0, ROW_AXIS)
+        allow = real_j & spread_blocks(key_real, ROW_AXIS)
         allow = allow & dir_allows(o_u, spread_offsets(o_v, ROW_AXIS), DIR)
         t = tanh_f32(tanh_arg(b_dep, inv_c, b_q), FAST_TANH)
         b_sum, b_acc, b_m = online_softmax_step(b_sum, b_acc, b_m, t, b_val, allow[:, :, None],

@@ -47,7 +47,7 @@ import triton
 import triton.language as tl
 
 from blosa_kernels._math import (LOG2E, f32, online_softmax_step, reciprocal_newton,
-                                 softmax_result, tanh_arg, tanh_f32)
+                                 softmax_result, tanh_arg, tanh_f32, zero_padding)
 
 
 @triton.constexpr_function
@@ -99,10 +99,11 @@ def row_exists(n, r, start, m_e, u, DENSE: tl.constexpr):
 @triton.jit
 def block_keys(mask, dep, value, n, d, r, m_e, start, row0, base, inv_c, R: tl.constexpr,
                DENSE: tl.constexpr):
-    """The blocks' R rows as keys, each a [BLOCK] float32 tile: dep / c, value; and real (the
-    row exists and is not padding; the same for the row as a query): three tuples of R. Each
-    row's mask byte, dep and value are loaded together, not tensor by tensor as block_rows
-    would: that order compiled to another schedule, with more registers in the backward."""
+    """The blocks' R rows as keys, each a [BLOCK] float32 tile: dep / c, value (0 in padding
+    rows: zero_padding); and real (the row exists and is not padding; the same for the row as a
+    query): three tuples of R. Each row's mask byte, dep and value are loaded together, not
+    tensor by tensor as block_rows would: that order compiled to another schedule, with more
+    registers in the backward."""
     deps = ()
     vals = ()
     reals = ()
@@ -112,8 +113,13 @@ def block_keys(mask, dep, value, n, d, r, m_e, start, row0, base, inv_c, R: tl.c
             real_u = m_u
         else:
             real_u = m_u & (tl.load(mask + row0 + u, mask=m_u, other=0) != 0)
-        deps = deps + (tl.load(dep + base + u * d, mask=m_u, other=0.0).to(tl.float32) * inv_c,)
-        vals = vals + (tl.load(value + base + u * d, mask=m_u, other=0.0).to(tl.float32),)
+        b_dep = tl.load(dep + base + u * d, mask=m_u, other=0.0).to(tl.float32) * inv_c
+        b_val = tl.load(value + base + u * d, mask=m_u, other=0.0).to(tl.float32)
+        if not DENSE:
+            b_dep = zero_padding(b_dep, real_u)
+            b_val = zero_padding(b_val, real_u)
+        deps = deps + (b_dep,)
+        vals = vals + (b_val,)
         reals = reals + (real_u,)
     return deps, vals, reals
 
@@ -270,7 +276,11 @@ def bwd_pairs_kernel(
         m_v = row_exists(n, r, start, m_e, v, DENSE)
         real_v = reals[v]
         p_v = base + v * d
-        b_q = heads[v].to(tl.float32) + b_bias
+        # A padding query's t multiplies into its keys' d_dep (by p = 0): finite it must be.
+        b_q = heads[v].to(tl.float32)
+        if not DENSE:
+            b_q = zero_padding(b_q, real_v)
+        b_q = b_q + b_bias
         b_g = grads[v].to(tl.float32)
         if SAVED_LSE:
             b_nlse2 = -lses[v] * LOG2E

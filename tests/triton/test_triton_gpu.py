@@ -9,6 +9,7 @@ import torch
 
 from blosa.reference import masked_block_attn_ref
 from blosa_kernels import configs, masked_block_attn_triton, masked_block_attn_triton_fwd
+from attn_cases import assert_padding_ignored
 from triton_testing import (HAS_CUDA, assert_within_twice_reference, make_inputs, run,
                             use_only_config, use_path, wide_pair_shapes)
 
@@ -52,6 +53,26 @@ def check_half(dtype, n, block_len, direction, seed):
 @pytest.mark.parametrize("block_len, direction", [(8, "forward"), (0, "backward"), (100, "diag")])
 def test_compiled_half_within_twice_reference_error(dtype, block_len, direction):
     check_half(dtype, 256, block_len, direction, seed=3)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=["fp16", "bf16"])
+@pytest.mark.parametrize("path, block_len", [("default", 5), ("default", 37), ("per-block", 8),
+                                             ("rows", 0), ("fused", 100), ("trimmed", 100)])
+def test_compiled_half_padding_holds_nan(request, dtype, path, block_len):
+    # tanh.approx.f32 of NaN is NaN (the float32 tanh clamps its argument and gives -1, so the
+    # interpreter's test_what_padding_holds_does_not_matter cannot show it): NaN at padding in
+    # the half kernels must change no bit of any result, and give zeros there.
+    use_path(request, path)
+    dep, head, value, bias, mask, grad = make_inputs(2, 130, 96, "holes", True, block_len, dtype,
+                                                     "cuda")
+    settings = (block_len, "diag", 5.0)
+
+    def run_with(inputs):
+        return run(masked_block_attn_triton, *inputs, mask, grad, *settings)
+
+    dirty = assert_padding_ignored(run_with, [dep, head, value, bias], mask, float("nan"))
+    for name, t in zip(NAMES, dirty[:4]):
+        assert (t.masked_select(~mask[..., None]) == 0).all(), f"{name} is not 0 at padding"
 
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=["fp16", "bf16"])

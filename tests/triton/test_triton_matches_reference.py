@@ -15,7 +15,7 @@ import torch
 
 import blosa
 from blosa_kernels import configs, masked_block_attn_triton, masked_block_attn_triton_fwd
-from attn_cases import MASK_KINDS
+from attn_cases import MASK_KINDS, assert_padding_ignored
 from triton_testing import (DEVICE, HAS_CUDA, RTOL, distinct_configs, float32_atol, make_inputs,
                             record_launches, reference64, run, seed_of, use_only_config, use_path,
                             wide_pair_shapes)
@@ -372,6 +372,37 @@ def test_queries_without_keys_get_exact_zeros_and_inf_lse(request, path):
     d_dep, d_head, d_value = got[1:4]
     pad = ~mask
     assert (d_head[no_key] == 0).all() and (d_dep[pad] == 0).all() and (d_value[pad] == 0).all()
+
+
+@pytest.mark.parametrize("fill", [float("nan"), float("inf"), -float("inf")])
+@pytest.mark.parametrize("path, n, block_len, direction, mask_kind, scale", [
+    ("default", 13, 3, "forward", "holes", 5.0),  # per-pair kernels
+    ("default", 13, 0, "all", "empty_row", 5.0),  # per-block kernels, one block
+    ("default", 13, 5, "diag", "right_pad", 50.0),  # per-pair kernels, running maximum
+    ("per-block", 13, 5, "backward", "holes", 50.0),  # per-block kernels, running maximum
+    ("rows", 36, 0, "backward", "holes", 5.0),  # row tiles, split backward
+    ("fused", 36, 7, "forward", "right_pad", 50.0),  # row tiles, fused backward
+    ("trimmed", 36, 20, "diag", "holes", 5.0),  # its trimmed key loop
+])
+def test_what_padding_holds_does_not_matter(request, fill, path, n, block_len, direction,
+                                            mask_kind, scale):
+    """Padded tokens are no keys and no queries: inf or NaN in dep, head and value there (padded
+    batches hold garbage) gives bit for bit the outputs and gradients of finite padding, exactly 0
+    at padding, in every tiling (as the CPU and CUDA kernels)."""
+    use_path(request, path)
+    seed = seed_of("padding holds", fill, path, block_len, direction, mask_kind)
+    dep, head, value, bias, mask, grad = make_inputs(2, n, 5, mask_kind, True, seed, torch.float32,
+                                                     DEVICE)
+    settings = (block_len, direction, scale)
+
+    def run_with(inputs):
+        return run(masked_block_attn_triton, *inputs, mask, grad, *settings)
+
+    dirty = assert_padding_ignored(run_with, [dep, head, value, bias], mask, fill)
+    check((path, block_len, direction, mask_kind, fill), dirty,
+          reference64(dep, head, value, bias, mask, grad, *settings), scale)
+    for name, t in zip(NAMES, dirty[:4]):
+        assert (t.masked_select(~mask[..., None]) == 0).all(), f"{name} is not 0 at padding"
 
 
 @pytest.mark.parametrize("direction", DIRECTIONS)
