@@ -333,7 +333,7 @@ PLAIN = {
 CONFIGS = {
     "fwd_pairs": (PAIRS_CONFIGS, _SMALL_KEY + ["RCP_STEPS", "D"]),
     "bwd_pairs": (PAIRS_CONFIGS, _SMALL_KEY + ["RCP_STEPS", "D"]),
-    "fwd_blocks": (BLOCK_CONFIGS, _SMALL_KEY),
+    "fwd_blocks": (BLOCK_CONFIGS, _SMALL_KEY + ["MASKED"]),
     "fwd_rows": (ROWS_CONFIGS, _ROWS_KEY + ["POLY_EXP2"]),
     "bwd_blocks": (BLOCK_BWD_CONFIGS, _SMALL_KEY),
     "bwd_dq": (DQ_CONFIGS, _ROWS_KEY),

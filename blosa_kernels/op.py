@@ -223,7 +223,7 @@ def _forward(dep, head, value, bias, mask, block_len, direction, scale, compute_
         _launch(
             "fwd_blocks", L, L.blocks_grid(), dep, head, value, bias_arg, mask_arg, out, lse_arg,
             L.n, L.d, L.r, L.nblk, L.c, L.inv_c, L.c_log2e, R=L.R, ROW_AXIS=configs.BLOCK_ROW_AXIS,
-            **flags,
+            MASKED=L.masked, **flags,
         )
     else:
         _launch(
