@@ -17,9 +17,9 @@ Two tilings (neither holds an r x r x d or n x n x d tensor; extra memory is the
   load shared by all BM queries); pairs outside a query's range are masked.
 
 Arguments: pointers to contiguous [B, n, d] tensors (lse and d_head float32), bias [d] (zeros
-when None), mask [B, n] uint8 (ones when None; fwd_blocks_kernel's MASKED: a mask was given, zero its
-padding keys' rows); n, d, r (the resolved block length), scalars
-c, 1/c and c·log2(e); DIR 0 forward / 1 backward / 2 diag / 3 all; FAST_TANH: tanh.approx.f32;
+when None), mask [B, n] uint8 (ones when None; fwd_blocks_kernel's MASKED: a mask was given,
+zero its padding keys' rows); n, d, r (the resolved block length), scalars c, 1/c and
+c·log2(e); DIR 0 forward / 1 backward / 2 diag / 3 all; FAST_TANH: tanh.approx.f32;
 fwd_rows_kernel's POLY_EXP2: at the fixed pivot, every other key's exp2 from exp2_poly on the
 FMA pipe (configs.rows_poly_exp2).
 """
