@@ -342,12 +342,13 @@ def scaled_queries(head, bias, p_j, m_jk, o_k, m_k, inv_c):
 
 @triton.jit
 def query_tile(head, bias, grad_out, lse, out, p_j, m_jk, real_j, o_k, m_k, inv_c):
-    """What the backward needs of a tile's queries [BM, BD], in float32: (head + bias) / c (0
-    in padding rows, real_j [BM] False: their p must come out 0, not NaN), grad_out,
-    -lse·log2(e) (-inf where lse is +inf: padding rows, rows past the end and rows with no key,
-    so their p is exactly 0) and the saved out."""
-    b_q = zero_padding(scaled_queries(head, bias, p_j, m_jk, o_k, m_k, inv_c), real_j[:, None])
-    b_g = tl.load(grad_out + p_j, mask=m_jk, other=0.0).to(tl.float32)
+    """What the backward needs of a tile's queries [BM, BD], in float32: (head + bias) / c and
+    grad_out (both 0 in padding rows, real_j [BM] False: their p and p·g must come out 0, not
+    NaN), -lse·log2(e) (-inf where lse is +inf: padding rows, rows past the end and rows with no
+    key, so their p is exactly 0) and the saved out."""
+    real = real_j[:, None]
+    b_q = zero_padding(scaled_queries(head, bias, p_j, m_jk, o_k, m_k, inv_c), real)
+    b_g = zero_padding(tl.load(grad_out + p_j, mask=m_jk, other=0.0).to(tl.float32), real)
     b_nlse2 = -tl.load(lse + p_j, mask=m_jk, other=float("inf")) * LOG2E
     b_os = tl.load(out + p_j, mask=m_jk, other=0.0).to(tl.float32)
     return b_q, b_g, b_nlse2, b_os

@@ -157,11 +157,12 @@ def bwd_blocks_kernel(
         m_j = m_blk & (o_j < n)
         p_j = (b * n + o_j).to(tl.int64)[:, None] * d + o_k[None, :]
         m_jk = m_j[:, None] & m_k[None, :]
-        # A padding query's t multiplies into its keys' d_dep (by p = 0): finite it must be.
+        # A padding query's t and g multiply into its keys' d_dep and d_value (by p = 0):
+        # finite they must be.
         b_q = zero_padding(raw_head.to(tl.float32), real_j[:, None])
         b_q += b_bias[None, :]
         b_q = b_q * inv_c
-        b_g = spread_block_rows(raw_g.to(tl.float32), ROW_AXIS)
+        b_g = spread_block_rows(zero_padding(raw_g.to(tl.float32), real_j[:, None]), ROW_AXIS)
         o_v = tl.zeros_like(o_i) + v
         allow = real_i & spread_blocks(real_j, ROW_AXIS)
         allow = allow & dir_allows(spread_offsets(o_w, ROW_AXIS), o_v, DIR)

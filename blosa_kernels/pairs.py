@@ -276,12 +276,14 @@ def bwd_pairs_kernel(
         m_v = row_exists(n, r, start, m_e, v, DENSE)
         real_v = reals[v]
         p_v = base + v * d
-        # A padding query's t multiplies into its keys' d_dep (by p = 0): finite it must be.
+        # A padding query's t and g multiply into its keys' d_dep and d_value (by p = 0):
+        # finite they must be.
         b_q = heads[v].to(tl.float32)
+        b_g = grads[v].to(tl.float32)
         if not DENSE:
             b_q = zero_padding(b_q, real_v)
+            b_g = zero_padding(b_g, real_v)
         b_q = b_q + b_bias
-        b_g = grads[v].to(tl.float32)
         if SAVED_LSE:
             b_nlse2 = -lses[v] * LOG2E
         else:

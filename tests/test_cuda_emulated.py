@@ -540,6 +540,23 @@ def test_what_padding_holds_does_not_matter(emulated, fill, n, block_len, varian
         inputs, mask, fill)
 
 
+@pytest.mark.parametrize("n, block_len, variant", [
+    (11, 3, {}), (16, 8, {}), (45, 8, dict(small_vec=2)), (37, 13, {}),
+    (37, 13, dict(staged=True, fused=True)), (150, 0, dict(fused=True)), (150, 0, dict(recompute=True))])
+def test_what_grad_out_holds_at_padding_does_not_matter(emulated, n, block_len, variant):
+    """Padded queries pass no gradient: NaN or inf in the upstream gradient there (a later
+    layer's 0 / 0 at padding, say) gives bit for bit the gradients of a finite one."""
+    gen = generator_for("emulated grad_out at padding", n, block_len, *variant.items())
+    inputs, mask, grad_out = make_case(3, n, 24, gen, True, "holes")
+    settings = (block_len, "all", 5.0)
+    clean = run_emulated(emulated, inputs, mask, grad_out, torch.float32, settings, 8, **variant)[0]
+    for fill in (float("nan"), float("inf")):
+        dirty_grad = grad_out.masked_fill(~mask[..., None], fill)
+        dirty = run_emulated(emulated, inputs, mask, dirty_grad, torch.float32, settings, 8, **variant)[0]
+        for name, got, want in zip(("out", "d_dep", "d_head", "d_value", "d_bias"), dirty, clean):
+            torch.testing.assert_close(got, want, rtol=0, atol=0, msg=lambda m: f"{fill}: {name}: {m}")
+
+
 @pytest.mark.parametrize("scale", (0.5, 39.0, 41.0, 100.0))  # both pivot paths
 def test_staged_forward_every_scale(emulated, scale):
     for direction in ("forward", "diag"):

@@ -405,6 +405,30 @@ def test_what_padding_holds_does_not_matter(request, fill, path, n, block_len, d
         assert (t.masked_select(~mask[..., None]) == 0).all(), f"{name} is not 0 at padding"
 
 
+@pytest.mark.parametrize("path, n, block_len, direction", [
+    ("default", 13, 3, "forward"),  # per-pair kernels
+    ("default", 13, 0, "all"),  # per-block kernels
+    ("rows", 36, 0, "backward"),  # split backward
+    ("fused", 36, 7, "diag"),
+    ("trimmed", 36, 20, "forward"),
+])
+def test_what_grad_out_holds_at_padding_does_not_matter(request, path, n, block_len, direction):
+    """Padded queries pass no gradient: an upstream gradient of NaN or inf there (a later layer's
+    0 / 0 at padding, say) gives bit for bit the gradients of a finite one."""
+    use_path(request, path)
+    seed = seed_of("grad_out at padding", path, block_len, direction)
+    dep, head, value, bias, mask, grad = make_inputs(2, n, 5, "holes", True, seed, torch.float32,
+                                                     DEVICE)
+    settings = (block_len, direction, 5.0)
+    clean = run(masked_block_attn_triton, dep, head, value, bias, mask, grad, *settings)
+    for fill in (float("nan"), float("inf")):
+        dirty = run(masked_block_attn_triton, dep, head, value, bias, mask,
+                    grad.masked_fill(~mask[..., None], fill), *settings)
+        for name, got, want in zip(NAMES, dirty, clean):
+            torch.testing.assert_close(got, want, rtol=0, atol=0,
+                                       msg=lambda m: f"{fill} in grad_out: {name}: {m}")
+
+
 @pytest.mark.parametrize("direction", DIRECTIONS)
 @pytest.mark.parametrize("block_len", [1, 4, 0])  # 4 leaves a short last block at n = 11
 def test_per_block_backward_writes_every_gradient(monkeypatch, direction, block_len):
