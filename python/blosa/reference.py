@@ -88,4 +88,7 @@ def masked_block_attn_ref(
     logits = logits.masked_fill(~pairs, float("-inf")).masked_fill(~has_key, 0.0)
     probs = torch.softmax(logits, dim=3) * has_key
     out = (probs * blocks(value)[:, :, None, :, :]).sum(dim=3)  # [B, m, r, d]
+    # Such a query's output is 0 whatever it is given: masked_fill also stops the upstream
+    # gradient there (a later layer may leave inf or NaN at padding), which 0 · g would not.
+    out = out.masked_fill(~has_key[:, :, :, 0], 0.0)
     return out.reshape(B, m * r, d)[:, :n]
