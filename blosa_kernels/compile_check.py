@@ -67,8 +67,8 @@ def cases():
     other = dict(flags, ROW_AXIS=1 - configs.BLOCK_ROW_AXIS)
     lse, no_lse = dict(WRITE_LSE=True), dict(WRITE_LSE=False)
     # First, so that the autotune configs compile on it: the forward of a bfloat16 training step
-    # at r = 8 (no lse, no mask, bench/RESULTS.md); then also with a mask (MASKED: padding keys'
-    # rows zeroed), the last one that training step with a mask.
+    # at r = 8 (no lse, no mask, bench/RESULTS.md); then others, with a mask (MASKED: padding
+    # keys' rows zeroed) or without, the last the first's step with a mask.
     yield forward.fwd_blocks_kernel, "bf16", dict(ax, **no_lse, FAST_TANH=True, FIXED_PIVOT=True, MASKED=False,
                                                   R=8, TILE=64, BD=32)
     yield forward.fwd_blocks_kernel, "fp32", dict(ax, **lse, FAST_TANH=False, FIXED_PIVOT=True, MASKED=True,

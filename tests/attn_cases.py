@@ -8,6 +8,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 DIRECTIONS = ("forward", "backward", "diag", "all")
 MASK_KINDS = ("none", "right_pad", "holes", "empty_row")
+RESULTS = ("out", "d_dep", "d_head", "d_value", "d_bias")  # what a forward and backward give
 
 
 def generator_for(*case) -> torch.Generator:
@@ -63,9 +64,28 @@ def assert_padding_ignored(run, inputs, mask: torch.Tensor, fill: float) -> list
     pad = ~mask[..., None]
     garbage = [t.detach().masked_fill(pad, fill).requires_grad_(t.requires_grad) for t in inputs[:3]]
     dirty = run([*garbage, *inputs[3:]])
-    for name, got, want in zip(("out", "d_dep", "d_head", "d_value", "d_bias"), dirty, run(inputs)):
+    for name, got, want in zip(RESULTS, dirty, run(inputs)):
         torch.testing.assert_close(got, want, rtol=0, atol=0, msg=lambda m: f"{name}: {m}")
     return dirty
+
+
+def assert_zero_at_padding(results, mask: torch.Tensor) -> None:
+    """results [out, d_dep, d_head, d_value, ...] ([B, n, d] each, then d_bias, not checked)
+    are exactly 0 at padding (mask [B, n] False)."""
+    for name, t in zip(RESULTS[:4], results[:4]):
+        assert (t.masked_select(~mask[..., None]) == 0).all(), f"{name} is not 0 at padding"
+
+
+def assert_grad_out_padding_ignored(run, grad_out: torch.Tensor, mask: torch.Tensor) -> None:
+    """run(grad_out) -> [(out, )d_dep, d_head, d_value(, d_bias)] gives the same bits with NaN
+    or inf in grad_out at padding (a later layer's 0 / 0 there, say) as with the finite
+    grad_out: padded queries pass no gradient."""
+    clean = run(grad_out)
+    for fill in (float("nan"), float("inf")):
+        dirty = run(grad_out.masked_fill(~mask[..., None], fill))
+        for i, (got, want) in enumerate(zip(dirty, clean)):
+            torch.testing.assert_close(got, want, rtol=0, atol=0,
+                                       msg=lambda m: f"{fill} in grad_out, result {i}: {m}")
 
 
 class RecordLseRequests(TorchDispatchMode):

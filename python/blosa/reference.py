@@ -86,9 +86,9 @@ def masked_block_attn_ref(
     # harmless finite row and zero its output afterwards.
     has_key = pairs.any(dim=3, keepdim=True)
     logits = logits.masked_fill(~pairs, float("-inf")).masked_fill(~has_key, 0.0)
-    probs = torch.softmax(logits, dim=3) * has_key
+    probs = torch.softmax(logits, dim=3)
     out = (probs * blocks(value)[:, :, None, :, :]).sum(dim=3)  # [B, m, r, d]
-    # Such a query's output is 0 whatever it is given: masked_fill also stops the upstream
-    # gradient there (a later layer may leave inf or NaN at padding), which 0 · g would not.
+    # masked_fill, not a product with has_key: it also stops the upstream gradient there (a
+    # later layer may leave inf or NaN at padding), which 0 · g would let through.
     out = out.masked_fill(~has_key[:, :, :, 0], 0.0)
     return out.reshape(B, m * r, d)[:, :n]

@@ -15,7 +15,8 @@ import torch
 
 import blosa
 from blosa_kernels import configs, masked_block_attn_triton, masked_block_attn_triton_fwd
-from attn_cases import MASK_KINDS, assert_padding_ignored
+from attn_cases import (MASK_KINDS, assert_grad_out_padding_ignored, assert_padding_ignored,
+                        assert_zero_at_padding)
 from triton_testing import (DEVICE, HAS_CUDA, RTOL, distinct_configs, float32_atol, make_inputs,
                             record_launches, reference64, run, seed_of, use_only_config, use_path,
                             wide_pair_shapes)
@@ -401,8 +402,7 @@ def test_what_padding_holds_does_not_matter(request, fill, path, n, block_len, d
     dirty = assert_padding_ignored(run_with, [dep, head, value, bias], mask, fill)
     check((path, block_len, direction, mask_kind, fill), dirty,
           reference64(dep, head, value, bias, mask, grad, *settings), scale)
-    for name, t in zip(NAMES, dirty[:4]):
-        assert (t.masked_select(~mask[..., None]) == 0).all(), f"{name} is not 0 at padding"
+    assert_zero_at_padding(dirty, mask)
 
 
 @pytest.mark.parametrize("path, n, block_len, direction", [
@@ -420,13 +420,9 @@ def test_what_grad_out_holds_at_padding_does_not_matter(request, path, n, block_
     dep, head, value, bias, mask, grad = make_inputs(2, n, 5, "holes", True, seed, torch.float32,
                                                      DEVICE)
     settings = (block_len, direction, 5.0)
-    clean = run(masked_block_attn_triton, dep, head, value, bias, mask, grad, *settings)
-    for fill in (float("nan"), float("inf")):
-        dirty = run(masked_block_attn_triton, dep, head, value, bias, mask,
-                    grad.masked_fill(~mask[..., None], fill), *settings)
-        for name, got, want in zip(NAMES, dirty, clean):
-            torch.testing.assert_close(got, want, rtol=0, atol=0,
-                                       msg=lambda m: f"{fill} in grad_out: {name}: {m}")
+    assert_grad_out_padding_ignored(
+        lambda g: run(masked_block_attn_triton, dep, head, value, bias, mask, g, *settings),
+        grad, mask)
 
 
 @pytest.mark.parametrize("direction", DIRECTIONS)
