@@ -13,10 +13,15 @@ argument, and their float32 outputs differed in the last bits. compile_check (CI
 tests/triton/test_triton_compiles.py) fails a kernel whose LLVM IR has such a sum, or whose PTX
 leaves ptxas a product to fuse into a sum or not.
 """
+import os
+
 import triton
 import triton.language as tl
 
 # constexpr globals: the only kind a @triton.jit function may read.
+# Whether the kernels run in Triton's interpreter (TRITON_INTERPRET=1 when triton was imported;
+# configs.INTERPRET is this): code under it compiles away on a GPU.
+INTERPRET = tl.constexpr(os.environ.get("TRITON_INTERPRET", "0") not in ("", "0"))
 LOG2E = tl.constexpr(1.4426950408889634)
 LN2 = tl.constexpr(0.6931471805599453)
 FORWARD, BACKWARD, DIAG, ALL = 0, 1, 2, 3
@@ -96,6 +101,24 @@ def zero_padding(x, real):
     where a kernel would carry a padding row into a real token's sums; a loop that skips padding
     rows, or a padding query whose own results are discarded, needs none."""
     return tl.where(real, x, 0.0)
+
+
+@triton.jit
+def rounded_to(x, dtype: tl.constexpr):
+    """float32 x in `dtype` (a result's, to store), rounded to nearest, ties to even, as a GPU's
+    conversion rounds. Triton's interpreter (3.6 to 3.8) converts float32 to bfloat16 by dropping
+    the low 16 bits, toward zero (1 - 1e-7 became 0.99609375): an output that is one key's value
+    (p = 1 - 1e-7) came out an ulp off it, and the backward gave d_dep 0.02 where the true one is
+    0. So there the rounding is done on the bits: adding 0x7FFF and the lowest bit kept, then
+    dropping 16 bits, rounds to nearest even (a carry moves into the exponent; inf stays inf). NaN
+    stays NaN. On a GPU, where INTERPRET is False, this is the plain conversion."""
+    if INTERPRET and dtype == tl.bfloat16:
+        bits = x.to(tl.uint32, bitcast=True)
+        bits = bits + (0x7FFF + ((bits >> 16) & 1))
+        y = tl.where(x == x, (bits >> 16).to(tl.uint16).to(tl.bfloat16, bitcast=True), x.to(dtype))
+    else:
+        y = x.to(dtype)
+    return y
 
 
 @triton.jit

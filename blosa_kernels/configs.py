@@ -7,9 +7,9 @@ import os
 
 import triton
 
-from blosa_kernels import backward, forward, pairs
+from blosa_kernels import _math, backward, forward, pairs
 
-INTERPRET = os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
+INTERPRET = bool(_math.INTERPRET.value)
 
 
 def _version(text: str) -> tuple[int, int]:

@@ -28,9 +28,9 @@ import triton.language as tl
 
 from blosa_kernels._math import (block_rows, dir_allows, exp2_poly, f32, features_fastest,
                                  key_pointers, load_key, online_softmax_step, pairs_with,
-                                 row_step, row_tile, scaled_queries, softmax_result, spans_tile,
-                                 spread_block_rows, spread_blocks, spread_offsets, stream_row,
-                                 tanh_arg, tanh_f32, zero_padding)
+                                 rounded_to, row_step, row_tile, scaled_queries, softmax_result,
+                                 spans_tile, spread_block_rows, spread_blocks, spread_offsets,
+                                 stream_row, tanh_arg, tanh_f32, zero_padding)
 
 
 @triton.jit
@@ -121,7 +121,7 @@ def fwd_blocks_kernel(
                                                 c_log2e, FIXED_PIVOT)
 
     b_out, b_lse = softmax_result(b_sum, b_acc, b_m, b_sum > 0.0, c, FIXED_PIVOT)
-    tl.store(out + p_j, b_out.to(out.dtype.element_ty), mask=m_jk)
+    tl.store(out + p_j, rounded_to(b_out, out.dtype.element_ty), mask=m_jk)
     if WRITE_LSE:
         tl.store(lse + p_j, b_lse, mask=m_jk)
 
@@ -238,6 +238,6 @@ def fwd_rows_kernel(
     real_j = m_j & (tl.load(mask + b * n + o_j, mask=m_j, other=0) != 0)
     has = (b_sum > 0.0) & real_j[:, None]
     b_out, b_lse = softmax_result(b_sum, b_acc, b_m, has, c, FIXED_PIVOT)
-    tl.store(out + p_j, b_out.to(out.dtype.element_ty), mask=m_jk)
+    tl.store(out + p_j, rounded_to(b_out, out.dtype.element_ty), mask=m_jk)
     if WRITE_LSE:
         tl.store(lse + p_j, b_lse, mask=m_jk)

@@ -106,3 +106,44 @@ def test_row_tile_polynomial_exp2_within_twice_reference_error(monkeypatch, requ
     run(masked_block_attn_triton, *[None if t is None else t.float() if t.is_floating_point()
                                     else t for t in inputs], *settings)
     assert flags[0] == ("fwd_rows", False)
+
+
+def two_real_tokens(B: int, n: int, seed: int) -> torch.Tensor:
+    """[B, n] mask with two real tokens a row, at random places."""
+    gen = torch.Generator().manual_seed(seed)
+    keep = torch.rand(B, n, generator=gen).argsort(dim=1)[:, :2]
+    return torch.zeros(B, n, dtype=torch.bool).scatter_(1, keep, True)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=["fp16", "bf16"])
+@pytest.mark.parametrize("scale", [5.0, 100.0])  # fixed pivot, running max
+@pytest.mark.parametrize("case", [  # (B, n, d, block_len, two real tokens a row, path)
+    (2, 13, 8, 2, False, "default"),  # per-pair kernels; the last block's token has no key
+    (2, 13, 8, 2, False, "per-block"),
+    (1, 37, 6, 2, False, "rows"),
+    (1, 37, 6, 2, False, "fused"),
+    (1, 37, 6, 2, False, "trimmed"),
+    (3, 13, 8, 0, True, "default"),  # per-block kernels: one block of 13, 11 of them padding
+    (3, 40, 6, 0, True, "fused"),
+], ids=lambda c: "-".join(map(str, c)))
+def test_one_key_gives_its_value_exactly(request, dtype, scale, case):
+    # Under "diag" each query here has one key (the other token of its block) or none: its
+    # probability is 1, its output that key's value and its key's d_value its grad_out, which
+    # the kernels' float32 p = 1 - 1e-7 or so must round back to exactly (to nearest, as the
+    # GPU's conversion does), as the float64 reference gets them. Every other gradient is 0 (v_i
+    # - out_j = 0), up to float32 rounding where a kernel recomputes out. An output rounded
+    # toward zero (the interpreter's float32 -> bfloat16) was an ulp off and gave d_dep of 0.02.
+    B, n, d, block_len, two, path = case
+    use_path(request, path)
+    seed = sum(map(ord, repr((dtype, scale, case))))
+    dep, head, value, bias, _, grad = make_inputs(B, n, d, "none", True, seed, dtype, DEVICE)
+    mask = two_real_tokens(B, n, seed).to(DEVICE) if two else None
+    inputs, settings = (dep, head, value, bias, mask, grad), (block_len, "diag", scale)
+    got = run(masked_block_attn_triton, *inputs, *settings)
+    want = reference64(*inputs, *settings)
+    assert all(g.dtype == dtype for g in got)
+    assert (want[1] == 0).all() and (want[3] != 0).any()  # the case is the one meant
+    for name, g, w in zip(NAMES, got, want):
+        exact = name in ("out", "d_value")
+        torch.testing.assert_close(g.cpu().double(), w, rtol=0, atol=0 if exact else 1e-5,
+                                   msg=lambda m: f"{name}: {m}")

@@ -1,20 +1,23 @@
 """The float32 tanh of the Triton kernels (blosa_kernels._math.tanh_f32 without FAST), alone,
 the candidate reciprocal that bench/sfu_peak.py times for it, and the Newton reciprocal of the
 per-pair kernels' sums (_math.reciprocal_newton, configs.PAIRS_RECIPROCAL = "newton") and the
-polynomial exp2 of the row-tile forward (_math.exp2_poly, configs.ROWS_EXP2 = "half-poly").
+polynomial exp2 of the row-tile forward (_math.exp2_poly, configs.ROWS_EXP2 = "half-poly"), and
+the conversion of every result the kernels store in 16 bits (_math.rounded_to).
 
 Every float32 call on a GPU, and every call in the interpreter, computes its scores with tanh_f32,
 so the op's tests check it through the outputs; this checks its error directly, against float64,
 over the whole range the kernels meet (its clamp at |x| = 15 included).
 """
+import math
 import sys
 from pathlib import Path
 
+import pytest
 import torch
 import triton
 import triton.language as tl
 
-from blosa_kernels._math import exp2_poly, reciprocal_newton, tanh_f32
+from blosa_kernels._math import exp2_poly, reciprocal_newton, rounded_to, tanh_f32
 from triton_testing import DEVICE
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
@@ -53,6 +56,14 @@ def _exp2_poly_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
     offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     m = offs < n
     tl.store(out_ptr + offs, exp2_poly(tl.load(x_ptr + offs, mask=m, other=0.0)), mask=m)
+
+
+@triton.jit
+def _rounded_to_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    m = offs < n
+    tl.store(out_ptr + offs, rounded_to(tl.load(x_ptr + offs, mask=m, other=0.0), out_ptr.dtype.element_ty),
+             mask=m)
 
 
 def _apply(kernel, x, **constexprs):
@@ -118,3 +129,33 @@ def test_exp2_poly_relative_error():
     want = torch.exp2(x.double())
     rel = ((got - want) / want).abs()
     assert rel.max().item() <= 4e-7, f"max relative error {rel.max().item():.3g} at x = {x[rel.argmax()].item()}"
+
+
+@pytest.mark.parametrize("dtype", (torch.bfloat16, torch.float16), ids=str)
+def test_results_round_to_nearest_even(dtype):
+    # torch's conversion rounds to nearest, ties to even, as the GPU's does: rounded_to must give
+    # its bits, in the interpreter too (whose own float32 -> bfloat16 conversion truncates:
+    # 1 - 1e-7 became 0.99609375). Random values over every binade of the dtype and below it,
+    # the 64ths of an ulp around 1, every tie between two neighbours in [1, 2) scaled by a power
+    # of 2 (to even: both ways), the largest finite values and the tie above them (to inf),
+    # subnormals, signed zeros, infinities and NaN.
+    gen = torch.Generator().manual_seed(int(torch.randint(0, 2**31, ()).item()))
+    info = torch.finfo(dtype)
+    low, high = math.log2(info.smallest_normal) - 12, math.log2(info.max)
+    exponents = low + (high - low) * torch.rand(20000, generator=gen, dtype=torch.float64)
+    random = torch.randn(20000, generator=gen, dtype=torch.float64).sign() * 2.0 ** exponents
+    near_one = 1 + torch.arange(-600, 600, dtype=torch.float64) * info.eps / 64
+    halves = torch.arange(0.5, 1 / info.eps, dtype=torch.float64)
+    ties = (1 + halves * info.eps) * 2.0 ** torch.randint(-12, 12, halves.shape, generator=gen)
+    special = torch.tensor([0.0, -0.0, 1 - 1e-7, info.max, info.max * (1 + info.eps / 4),
+                            info.smallest_normal / 3, info.smallest_normal / 2**5, math.inf],
+                           dtype=torch.float64)
+    x = torch.cat([random, near_one, ties, special]).float()
+    x = torch.cat([x, -x, torch.tensor([math.nan])])
+    out = torch.empty(x.shape, dtype=dtype, device=DEVICE)
+    _rounded_to_kernel[(triton.cdiv(x.numel(), 1024),)](x.to(DEVICE), out, x.numel(), BLOCK=1024)
+    got, want = out.cpu(), x.to(dtype)
+    assert torch.isnan(got[-1])
+    wrong = (got[:-1].view(torch.int16) != want[:-1].view(torch.int16)).nonzero().flatten()
+    assert not len(wrong), (f"{len(wrong)} of {x.numel() - 1} differ, e.g. {x[wrong[0]].item()!r} "
+                            f"-> {got[wrong[0]].item()!r}, not {want[wrong[0]].item()!r}")
