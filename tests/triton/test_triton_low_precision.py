@@ -115,27 +115,27 @@ def two_real_tokens(B: int, n: int, seed: int) -> torch.Tensor:
     return torch.zeros(B, n, dtype=torch.bool).scatter_(1, keep, True)
 
 
-@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=["fp16", "bf16"])
-@pytest.mark.parametrize("scale", [5.0, 100.0])  # fixed pivot, running max
-@pytest.mark.parametrize("case", [  # (B, n, d, block_len, two real tokens a row, path)
-    (2, 13, 8, 2, False, "default"),  # per-pair kernels; the last block's token has no key
-    (2, 13, 8, 2, False, "per-block"),
-    (1, 37, 6, 2, False, "rows"),
-    (1, 37, 6, 2, False, "fused"),
-    (1, 37, 6, 2, False, "trimmed"),
-    (3, 13, 8, 0, True, "default"),  # per-block kernels: one block of 13, 11 of them padding
-    (3, 40, 6, 0, True, "fused"),
+@pytest.mark.parametrize("case", [  # (B, n, d, block_len, two real tokens a row, path, scale)
+    (2, 13, 8, 2, False, "default", 100.0),  # per-pair, running max; the last token has no key
+    (2, 13, 8, 2, False, "per-block", 5.0),  # fixed pivot (scale <= 40)
+    (1, 37, 6, 2, False, "rows", 5.0),
+    (1, 37, 6, 2, False, "fused", 100.0),
+    (1, 37, 6, 2, False, "trimmed", 5.0),
+    (3, 13, 8, 0, True, "default", 5.0),  # per-block kernels: one block of 13, 11 of them padding
+    (3, 40, 6, 0, True, "fused", 100.0),
 ], ids=lambda c: "-".join(map(str, c)))
-def test_one_key_gives_its_value_exactly(request, dtype, scale, case):
+def test_one_key_gives_its_value_exactly(request, case):
     # Under "diag" each query here has one key (the other token of its block) or none: its
     # probability is 1, its output that key's value and its key's d_value its grad_out, which
     # the kernels' float32 p = 1 - 1e-7 or so must round back to exactly (to nearest, as the
     # GPU's conversion does), as the float64 reference gets them. Every other gradient is 0 (v_i
     # - out_j = 0), up to float32 rounding where a kernel recomputes out. An output rounded
     # toward zero (the interpreter's float32 -> bfloat16) was an ulp off and gave d_dep of 0.02.
-    B, n, d, block_len, two, path = case
+    # bfloat16 only: float16's conversion rounds to nearest in the interpreter too.
+    B, n, d, block_len, two, path, scale = case
+    dtype = torch.bfloat16
     use_path(request, path)
-    seed = sum(map(ord, repr((dtype, scale, case))))
+    seed = sum(map(ord, repr(case)))
     dep, head, value, bias, _, grad = make_inputs(B, n, d, "none", True, seed, dtype, DEVICE)
     mask = two_real_tokens(B, n, seed).to(DEVICE) if two else None
     inputs, settings = (dep, head, value, bias, mask, grad), (block_len, "diag", scale)
