@@ -137,8 +137,8 @@ def test_results_round_to_nearest_even(dtype):
     # its bits, in the interpreter too (whose own float32 -> bfloat16 conversion truncates:
     # 1 - 1e-7 became 0.99609375). Random values over every binade of the dtype and below it,
     # the 64ths of an ulp around 1, every tie between two neighbours in [1, 2) scaled by a power
-    # of 2 (to even: both ways), the largest finite values and the tie above them (to inf),
-    # subnormals, signed zeros, infinities and NaN.
+    # of 2 (to even: both ways), the largest finite value and a quarter (down to it) and half an
+    # ulp (a tie: up to inf) above it, subnormals, signed zeros, infinities and NaN.
     gen = torch.Generator().manual_seed(int(torch.randint(0, 2**31, ()).item()))
     info = torch.finfo(dtype)
     low, high = math.log2(info.smallest_normal) - 12, math.log2(info.max)
@@ -147,7 +147,8 @@ def test_results_round_to_nearest_even(dtype):
     near_one = 1 + torch.arange(-600, 600, dtype=torch.float64) * info.eps / 64
     halves = torch.arange(0.5, 1 / info.eps, dtype=torch.float64)
     ties = (1 + halves * info.eps) * 2.0 ** torch.randint(-12, 12, halves.shape, generator=gen)
-    special = torch.tensor([0.0, -0.0, 1 - 1e-7, info.max, info.max * (1 + info.eps / 4),
+    top_ulp = info.eps * 2.0 ** math.floor(math.log2(info.max))  # the ulp of the largest values
+    special = torch.tensor([0.0, -0.0, 1 - 1e-7, info.max, info.max + top_ulp / 4, info.max + top_ulp / 2,
                             info.smallest_normal / 3, info.smallest_normal / 2**5, math.inf],
                            dtype=torch.float64)
     x = torch.cat([random, near_one, ties, special]).float()
