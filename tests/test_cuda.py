@@ -15,7 +15,7 @@ import os
 import pytest
 import torch
 
-from attn_cases import (DIRECTIONS, MASK_KINDS, assert_d_bias_within_rounding,
+from attn_cases import (DIRECTIONS, MASK_KINDS, RESULTS, assert_d_bias_within_rounding,
                         assert_padding_ignored, generator_for, make_mask)
 from blosa import masked_block_attn, masked_block_attn_ref
 from blosa.ops import cuda_kernels_built
@@ -102,8 +102,7 @@ def check(dtype, direction, block_len, mask_kind, B=3, n=11, d=70, scale=None, w
     got = run(kern, inputs, mask, grad_out, dtype, *settings)
     want = run(masked_block_attn_ref, inputs, mask, grad_out, torch.float64, *settings)
     same_dtype = run(masked_block_attn_ref, inputs, mask, grad_out, dtype, *settings)
-    names = ["out", "d_dep", "d_head", "d_value", "d_bias"]
-    for name, g, w, s in zip(names, got, want, same_dtype):
+    for name, g, w, s in zip(RESULTS, got, want, same_dtype):
         assert g.dtype == dtype and g.shape == w.shape, name
         assert torch.isfinite(g).all(), f"{name}: non-finite values"
         e, e_ref = err(g, w), err(s, w)
@@ -210,7 +209,7 @@ def check_dense_and_general(monkeypatch, dtype, direction, B, n, d):
     first = run(public_op, inputs, mask, grad_out, dtype, *settings)
     monkeypatch.setenv("BLOSA_CUDA_SMALL_LOADS_FIRST", "0")
     plain = run(public_op, inputs, mask, grad_out, dtype, *settings)
-    for name, a, b in zip(["out", "d_dep", "d_head", "d_value", "d_bias"], plain, first):
+    for name, a, b in zip(RESULTS, plain, first):
         assert torch.equal(a, b), name  # a test that never holds added: the same arithmetic
     monkeypatch.delenv("BLOSA_CUDA_SMALL_LOADS_FIRST")
     monkeypatch.setenv("BLOSA_CUDA_SMALL_DENSE", "0")
@@ -278,7 +277,7 @@ def test_staged_small_kernels(monkeypatch, dtype, direction, per):
             assert any(kernel in name for name in launched), (kernel, sorted(launched))
         monkeypatch.setenv("BLOSA_CUDA_SMALL_STAGED", "0")
         one_shot = run(public_op, inputs, mask, grad_out, dtype, *settings)
-        for name, a, b in zip(["out", "d_dep", "d_head", "d_value"], staged, one_shot):
+        for name, a, b in zip(RESULTS[:4], staged, one_shot):
             assert torch.equal(a, b), (width, name)
         if per == 1:
             assert torch.equal(staged[4], one_shot[4]), width
@@ -307,7 +306,7 @@ def test_fma_reciprocal_forward(monkeypatch, dtype, direction):
     divided = run(public_op, inputs, mask, grad_out, dtype, *settings)
     ulp = torch.finfo(dtype).eps * divided[0].double().abs().clamp_min(torch.finfo(dtype).tiny)
     assert ((newton[0].double() - divided[0].double()).abs() <= ulp).all()
-    for name, a, b in zip(["d_dep", "d_head", "d_value", "d_bias"], newton[1:], divided[1:]):
+    for name, a, b in zip(RESULTS[1:], newton[1:], divided[1:]):
         assert torch.equal(a, b), name
 
 

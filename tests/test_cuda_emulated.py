@@ -16,7 +16,7 @@ import pytest
 import torch
 from torch.utils import cpp_extension
 
-from attn_cases import (DIRECTIONS, MASK_KINDS, assert_d_bias_within_rounding,
+from attn_cases import (DIRECTIONS, MASK_KINDS, RESULTS, assert_d_bias_within_rounding,
                         assert_grad_out_padding_ignored, assert_padding_ignored, generator_for,
                         make_mask)
 from blosa import masked_block_attn_ref
@@ -115,7 +115,7 @@ def check(ops, dtype, direction, n, block_len, mask_kind, tile, B=3, d=70, scale
     low = dtype in (torch.float16, torch.bfloat16)
     if low:  # the flash-attention rule: at most twice the error of the reference in dtype
         same = reference(inputs, mask, grad_out, settings, dtype)
-    for i, name in enumerate(("out", "d_dep", "d_head", "d_value", "d_bias")[:len(want)]):
+    for i, name in enumerate(RESULTS[:len(want)]):
         g, w = got[i], want[i]
         assert g.dtype == dtype and torch.isfinite(g).all(), f"{name}: unwritten or non-finite"
         err = (g.double() - w).abs().max().item() if g.numel() else 0.0
@@ -349,7 +349,7 @@ def test_small_kernel_variants_give_the_same_bits(emulated, variant):
                                   recompute=True)
         varied, _ = run_emulated(emulated, inputs, mask, grad_out, torch.bfloat16, settings, 8,
                                  recompute=True, **variant)
-        for name, a, b in zip(("out", "d_dep", "d_head", "d_value", "d_bias"), default, varied):
+        for name, a, b in zip(RESULTS, default, varied):
             assert torch.equal(a, b), (direction, name)
 
 
@@ -385,7 +385,7 @@ def test_fma_reciprocal_forward(emulated, direction, dtype):
     divided, _ = run_emulated(emulated, inputs, mask, grad_out, dtype, settings, 8, **options)
     ulp = torch.finfo(dtype).eps * divided[0].double().abs().clamp_min(torch.finfo(dtype).tiny)
     assert ((newton[0].double() - divided[0].double()).abs() <= ulp).all()
-    for name, a, b in zip(("d_dep", "d_head", "d_value", "d_bias"), newton[1:], divided[1:]):
+    for name, a, b in zip(RESULTS[1:], newton[1:], divided[1:]):
         assert torch.equal(a, b), name
 
 
@@ -435,7 +435,7 @@ def test_staged_small_kernels_match_reference(emulated, direction, dtype, d, per
                                          small_fma_reciprocal=newton, small_staged=on,
                                          small_staged_blocks=per, **options)[0]
                             for on in (True, False))
-        for name, a, b in zip(("out", "d_dep", "d_head", "d_value"), staged, one_shot):
+        for name, a, b in zip(RESULTS[:4], staged, one_shot):
             assert torch.equal(a, b), (newton, name)
         if per == 1:
             assert torch.equal(staged[4], one_shot[4]), newton

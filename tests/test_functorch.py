@@ -7,7 +7,7 @@ import torch
 from torch.func import functional_call, grad, vmap
 
 import functorch_cases as fc
-from attn_cases import RecordLseRequests, generator_for
+from attn_cases import RESULTS, RecordLseRequests, generator_for
 from blosa import masked_block_attn
 from blosa.nn.registry import build_encoder, set_backend
 from blosa.ops import cuda_kernels_built
@@ -87,7 +87,7 @@ def test_torch_ops_under_vmap(device, compute_lse):
     for i in range(fc.V):
         o, s = (out[i], lse[i]) if compute_lse else saved
         want = bwd(grad_out[i], dep[i], head[i], value[i], mask[i], o, s)
-        for name, g, w in zip(("d_dep", "d_head", "d_value", "d_bias"), got, want):
+        for name, g, w in zip(RESULTS[1:], got, want):
             torch.testing.assert_close(g[i], w, rtol=0, atol=1e-12, msg=name)
     x = dep.clone().requires_grad_(compute_lse)
     with fc.no_vmap_fallback():

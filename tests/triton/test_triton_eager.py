@@ -10,6 +10,7 @@ import torch
 from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from attn_cases import RESULTS
 from blosa_kernels import masked_block_attn_triton, op
 from triton_testing import DEVICE, make_inputs, use_path
 
@@ -43,7 +44,7 @@ def test_eager_path_gives_the_op_paths_bits(request, path, block_len, dtype):
         with PassThrough():
             op_fn, traced = out_and_grads((dep, head, value, bias), mask, grad, settings)
         assert eager_fn == "_EagerAttnBackward" and op_fn != eager_fn, (eager_fn, op_fn)
-        for name, a, b in zip(("out", "d_dep", "d_head", "d_value", "d_bias"), eager, traced):
+        for name, a, b in zip(RESULTS, eager, traced):
             assert torch.equal(a, b), f"{direction}: {name} differs between the paths"
 
 

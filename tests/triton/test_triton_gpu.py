@@ -9,13 +9,12 @@ import torch
 
 from blosa.reference import masked_block_attn_ref
 from blosa_kernels import configs, masked_block_attn_triton, masked_block_attn_triton_fwd
-from attn_cases import assert_padding_ignored, assert_zero_at_padding
+from attn_cases import RESULTS, assert_padding_ignored, assert_zero_at_padding
 from triton_testing import (HAS_CUDA, assert_within_twice_reference, make_inputs, run,
                             use_only_config, use_path, wide_pair_shapes)
 
 pytestmark = pytest.mark.skipif(not HAS_CUDA, reason="needs a CUDA GPU (compiled Triton kernels)")
 DIRECTIONS = ("forward", "backward", "diag", "all")
-NAMES = ("out", "d_dep", "d_head", "d_value", "d_bias")
 
 
 def reference64_cuda(dep, head, value, bias, mask, grad, *settings):
@@ -35,7 +34,7 @@ def test_compiled_float32_matches_reference(request, direction, block_len, path)
     settings = (block_len, direction, 5.0)
     got = run(masked_block_attn_triton, *inputs, *settings)
     want = reference64_cuda(*inputs, *settings)
-    for name, g, w in zip(NAMES, got, want):
+    for name, g, w in zip(RESULTS, got, want):
         torch.testing.assert_close(g.double(), w, atol=5e-5, rtol=1e-4, msg=lambda m: f"{name}: {m}")
 
 
@@ -46,7 +45,7 @@ def check_half(dtype, n, block_len, direction, seed):
     settings = (block_len, direction, 5.0)
     got = run(masked_block_attn_triton, *inputs, *settings)
     low = run(masked_block_attn_ref, *inputs, *settings)
-    assert_within_twice_reference(NAMES, got, low, reference64_cuda(*inputs, *settings))
+    assert_within_twice_reference(got, low, reference64_cuda(*inputs, *settings))
 
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=["fp16", "bf16"])
@@ -104,10 +103,10 @@ def test_compiled_pair_kernels_for_one_d_at_the_benchmarks_d(monkeypatch, mask_k
     got = run(masked_block_attn_triton, *inputs, *settings)
     monkeypatch.setattr(configs, "PAIRS_STATIC_D", False)
     runtime = run(masked_block_attn_triton, *inputs, *settings)
-    for name, a, b in zip(NAMES, got, runtime):
+    for name, a, b in zip(RESULTS, got, runtime):
         assert torch.equal(a, b), name
     low = run(masked_block_attn_ref, *inputs, *settings)
-    assert_within_twice_reference(NAMES, got, low, reference64_cuda(*inputs, *settings))
+    assert_within_twice_reference(got, low, reference64_cuda(*inputs, *settings))
 
 
 @pytest.mark.parametrize("kind, config", wide_pair_shapes())
@@ -123,7 +122,7 @@ def test_compiled_wide_pair_shapes_at_the_benchmarks_d(monkeypatch, kind, config
     one = run(masked_block_attn_triton, *inputs, *settings)
     use_only_config(monkeypatch, kind, config)
     got = run(masked_block_attn_triton, *inputs, *settings)
-    for name, a, b in zip(NAMES, got, one):
+    for name, a, b in zip(RESULTS, got, one):
         assert torch.equal(a, b), name
 
 
@@ -134,7 +133,7 @@ def test_compiled_fused_backward_matches_reference(fused_backward, direction, bl
     settings = (block_len, direction, 5.0)
     got = run(masked_block_attn_triton, *inputs, *settings)
     want = reference64_cuda(*inputs, *settings)
-    for name, g, w in zip(NAMES, got, want):
+    for name, g, w in zip(RESULTS, got, want):
         torch.testing.assert_close(g.double(), w, atol=5e-5, rtol=1e-4, msg=lambda m: f"{name}: {m}")
 
 
@@ -150,7 +149,7 @@ def test_autotuned_tiles_match_reference(request, autotuned, block_len, path, ma
     got = run(masked_block_attn_triton, *inputs, *settings)
     low = run(masked_block_attn_ref, *inputs, *settings)
     want = reference64_cuda(*inputs, *settings)
-    assert_within_twice_reference(NAMES, got, low, want)
+    assert_within_twice_reference(got, low, want)
 
 
 def test_large_one_block_forward_backward():
@@ -158,7 +157,7 @@ def test_large_one_block_forward_backward():
     settings = (0, "forward", 5.0)
     got = run(masked_block_attn_triton, *inputs, *settings)
     want = reference64_cuda(*inputs, *settings)
-    for name, g, w in zip(NAMES, got, want):
+    for name, g, w in zip(RESULTS, got, want):
         torch.testing.assert_close(g.double(), w, atol=1e-4, rtol=1e-3, msg=lambda m: f"{name}: {m}")
 
 

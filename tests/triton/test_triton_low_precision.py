@@ -8,12 +8,12 @@ oracle see the same rounded inputs. On CUDA this also covers the tanh.approx pat
 import pytest
 import torch
 
+from attn_cases import RESULTS
 from blosa.reference import masked_block_attn_ref
 from blosa_kernels import configs, masked_block_attn_triton
 from triton_testing import (DEVICE, assert_within_twice_reference, make_inputs, record_launches,
                             reference64, run, use_path)
 
-NAMES = ("out", "d_dep", "d_head", "d_value", "d_bias")
 CASES = [  # (B, n, d, block_len, direction, mask, path)
     (2, 16, 8, 4, "forward", "holes", "default"),  # per-pair kernels
     (2, 16, 8, 8, "all", "right_pad", "default"),
@@ -40,7 +40,7 @@ def test_low_precision_within_twice_reference_error(request, dtype, case):
     low = run(masked_block_attn_ref, *inputs, *settings)  # PyTorch in the same dtype
     want = reference64(*inputs, *settings)
     assert all(g.dtype == dtype for g in got), [g.dtype for g in got]
-    assert_within_twice_reference(NAMES, got, low, want)
+    assert_within_twice_reference(got, low, want)
 
 
 RECIPROCAL_CASES = [  # (B, n, d, block_len, direction, mask, scale): per-pair kernels only
@@ -70,7 +70,7 @@ def test_reciprocal_settings_within_twice_reference_error(monkeypatch, setting, 
     else:
         assert steps == [("fwd_pairs", 0), ("bwd_pairs", 0)]
     low = run(masked_block_attn_ref, *inputs, *settings)
-    assert_within_twice_reference(NAMES, got, low, reference64(*inputs, *settings))
+    assert_within_twice_reference(got, low, reference64(*inputs, *settings))
 
 
 def test_newton_reciprocal_leaves_float32_to_the_division(monkeypatch):
@@ -101,7 +101,7 @@ def test_row_tile_polynomial_exp2_within_twice_reference_error(monkeypatch, requ
     got = run(masked_block_attn_triton, *inputs, *settings)
     assert ("fwd_rows", True) in flags, flags
     low = run(masked_block_attn_ref, *inputs, *settings)
-    assert_within_twice_reference(NAMES, got, low, reference64(*inputs, *settings))
+    assert_within_twice_reference(got, low, reference64(*inputs, *settings))
     flags.clear()
     run(masked_block_attn_triton, *[None if t is None else t.float() if t.is_floating_point()
                                     else t for t in inputs], *settings)
@@ -143,7 +143,7 @@ def test_one_key_gives_its_value_exactly(request, case):
     want = reference64(*inputs, *settings)
     assert all(g.dtype == dtype for g in got)
     assert (want[1] == 0).all() and (want[3] != 0).any()  # the case is the one meant
-    for name, g, w in zip(NAMES, got, want):
+    for name, g, w in zip(RESULTS, got, want):
         exact = name in ("out", "d_value")
         torch.testing.assert_close(g.cpu().double(), w, rtol=0, atol=0 if exact else 1e-5,
                                    msg=lambda m: f"{name}: {m}")

@@ -15,19 +15,18 @@ import torch
 
 import blosa
 from blosa_kernels import configs, masked_block_attn_triton, masked_block_attn_triton_fwd
-from attn_cases import (MASK_KINDS, assert_grad_out_padding_ignored, assert_padding_ignored,
-                        assert_zero_at_padding)
+from attn_cases import (MASK_KINDS, RESULTS, assert_grad_out_padding_ignored,
+                        assert_padding_ignored, assert_zero_at_padding)
 from triton_testing import (DEVICE, HAS_CUDA, RTOL, distinct_configs, float32_atol, make_inputs,
                             record_launches, reference64, run, seed_of, use_only_config, use_path,
                             wide_pair_shapes)
 
 DIRECTIONS = ("forward", "backward", "diag", "all")
-NAMES = ("out", "d_dep", "d_head", "d_value", "d_bias")
 
 
 def check(case, got, want, scale=5.0):
     atol = float32_atol(scale)
-    for name, g, w in zip(NAMES, got, want):
+    for name, g, w in zip(RESULTS, got, want):
         assert torch.isfinite(g).all(), f"{case}: {name} has NaN/Inf"
         torch.testing.assert_close(g.cpu().double(), w, atol=atol, rtol=RTOL, msg=lambda m: f"{case} {name}: {m}")
 
@@ -183,7 +182,7 @@ def test_pair_kernels_compiled_for_one_d(monkeypatch, dtype, mask_kind, n, d, bl
     monkeypatch.setattr(configs, "PAIRS_STATIC_D", False)
     runtime = run(masked_block_attn_triton, *inputs, *settings)
     assert flags[2:] == [("fwd_pairs", 0), ("bwd_pairs", 0)]
-    for name, a, b in zip(NAMES, got, runtime):
+    for name, a, b in zip(RESULTS, got, runtime):
         assert torch.equal(a, b), name
 
 
@@ -224,7 +223,7 @@ def test_every_wide_pair_shape(monkeypatch, index, mask_kind, n, d, block_len, d
     got = run(masked_block_attn_triton, *inputs, *settings)
     assert flags == [("fwd_pairs", d), ("bwd_pairs", d)]
     check(("wide", kind, config, mask_kind, n, d), got, reference64(*inputs, *settings))
-    for name, a, b in zip(NAMES, got, one):
+    for name, a, b in zip(RESULTS, got, one):
         assert torch.equal(a, b), name
 
 

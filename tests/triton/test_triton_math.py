@@ -66,8 +66,9 @@ def _rounded_to_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
              mask=m)
 
 
-def _apply(kernel, x, **constexprs):
-    out = torch.empty_like(x)
+def _apply(kernel, x, out_dtype=None, **constexprs):
+    """kernel(x_ptr, out_ptr, n, BLOCK) over x [N], into a new tensor of x's dtype or out_dtype."""
+    out = torch.empty_like(x, dtype=out_dtype)
     block = 1024
     kernel[(triton.cdiv(x.numel(), block),)](x, out, x.numel(), BLOCK=block, **constexprs)
     return out
@@ -153,9 +154,7 @@ def test_results_round_to_nearest_even(dtype):
                            dtype=torch.float64)
     x = torch.cat([random, near_one, ties, special]).float()
     x = torch.cat([x, -x, torch.tensor([math.nan])])
-    out = torch.empty(x.shape, dtype=dtype, device=DEVICE)
-    _rounded_to_kernel[(triton.cdiv(x.numel(), 1024),)](x.to(DEVICE), out, x.numel(), BLOCK=1024)
-    got, want = out.cpu(), x.to(dtype)
+    got, want = _apply(_rounded_to_kernel, x.to(DEVICE), out_dtype=dtype).cpu(), x.to(dtype)
     assert torch.isnan(got[-1])
     wrong = (got[:-1].view(torch.int16) != want[:-1].view(torch.int16)).nonzero().flatten()
     assert not len(wrong), (f"{len(wrong)} of {x.numel() - 1} differ, e.g. {x[wrong[0]].item()!r} "

@@ -8,7 +8,7 @@ import zlib
 import pytest
 import torch
 
-from attn_cases import RecordLseRequests, RecordOps, zero_fills
+from attn_cases import RESULTS, RecordLseRequests, RecordOps, zero_fills
 from blosa_kernels import masked_block_attn_triton, masked_block_attn_triton_fwd
 from triton_testing import DEVICE, RTOL, float32_atol, make_inputs, reference64, run, use_path
 
@@ -71,7 +71,7 @@ def test_gradients_with_and_without_a_saved_lse(request, path, block_len, scale,
         settings = (block_len, direction, scale)
         got = run(forward_with(compute_lse), *inputs, *settings)
         want = reference64(*inputs, *settings)
-        for name, g, w in zip(("out", "d_dep", "d_head", "d_value", "d_bias"), got, want):
+        for name, g, w in zip(RESULTS, got, want):
             torch.testing.assert_close(g.cpu().double(), w, atol=float32_atol(scale), rtol=RTOL,
                                        msg=lambda m: f"{direction} {name}: {m}")
 

@@ -7,7 +7,7 @@ import zlib
 
 import torch
 
-from attn_cases import make_mask  # the mask kinds of every backend's tests
+from attn_cases import RESULTS, make_mask  # the mask kinds and result names of every backend's tests
 from blosa.reference import masked_block_attn_ref
 
 HAS_CUDA = torch.cuda.is_available()
@@ -116,11 +116,12 @@ def max_err(a, b):
     return (a.detach().cpu().double() - b.detach().cpu().double()).abs().max().item() if a.numel() else 0.0
 
 
-def assert_within_twice_reference(names, got, low, want):
+def assert_within_twice_reference(got, low, want):
     """Flash-attention's criterion for low precision: each result's error against the float64
     oracle `want` is at most twice that of PyTorch in the same dtype (`low`), plus 1e-6 as a
-    floor for results the low-precision reference happens to get exact."""
-    for name, g, lo, w in zip(names, got, low, want):
+    floor for results the low-precision reference happens to get exact. got, low, want: [out,
+    d_dep, d_head, d_value(, d_bias)]."""
+    for name, g, lo, w in zip(RESULTS, got, low, want):
         assert torch.isfinite(g).all(), f"{name}: non-finite values"
         err, ref_err = max_err(g, w), max_err(lo, w)
         assert err <= 2 * ref_err + 1e-6, f"{name}: error {err:.3g} > 2 x reference error {ref_err:.3g}"
