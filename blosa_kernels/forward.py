@@ -104,10 +104,10 @@ def fwd_blocks_kernel(
         b_dep = raw_dep.to(tl.float32)
         b_val = raw_val.to(tl.float32)
         if MASKED:
-            # Padding keys' rows zeroed (zero_padding), only where there is a mask: the select
-            # reads the mask byte at the top of the step, and the schedule ptxas makes of that
-            # under triton 3.6 reads it 20 instructions after its load (8 warps, 64 features),
-            # which test_loops_load_ahead refuses in the autotune configs (compiled unmasked).
+            # Padding keys' rows zeroed only with a mask: under triton 3.6 the select made ptxas
+            # read the mask byte 20 instructions after its load (8 warps, 64 features), which
+            # test_loops_load_ahead refuses in the autotune configs (compiled unmasked). `raw_real
+            # != 0` is taken here and for `allow`: taken once above, it moved in unmasked kernels.
             key_real = (raw_real != 0)[:, None]
             b_dep = zero_padding(b_dep, key_real)
             b_val = zero_padding(b_val, key_real)
