@@ -108,10 +108,10 @@ def rounded_to(x, dtype: tl.constexpr):
     """float32 x in `dtype` (a result's, to store), rounded to nearest, ties to even, as a GPU's
     conversion rounds. Triton's interpreter (3.6 to 3.8) converts float32 to bfloat16 by dropping
     the low 16 bits, toward zero (1 - 1e-7 became 0.99609375): an output that is one key's value
-    (p = 1 - 1e-7) came out an ulp off it, and the backward gave d_dep 0.02 where the true one is
-    0. So there the rounding is done on the bits: adding 0x7FFF and the lowest bit kept, then
-    dropping 16 bits, rounds to nearest even (a carry moves into the exponent; inf stays inf). NaN
-    stays NaN. On a GPU, where INTERPRET is False, this is the plain conversion."""
+    (p = 1 - 1e-7) came out an ulp off it, and d_dep an ulp of value where the true one is 0
+    (test_one_key_gives_its_value_exactly). So there it rounds on the bits: adding 0x7FFF and the
+    lowest bit kept, then dropping 16 bits, rounds to nearest even (a carry moves into the
+    exponent; inf stays inf; NaN kept). On a GPU, where INTERPRET is False, the plain conversion."""
     if INTERPRET and dtype == tl.bfloat16:
         bits = x.to(tl.uint32, bitcast=True)
         bits = bits + (0x7FFF + ((bits >> 16) & 1))

@@ -130,7 +130,7 @@ def test_one_key_gives_its_value_exactly(request, case):
     # the kernels' float32 p = 1 - 1e-7 or so must round back to exactly (to nearest, as the
     # GPU's conversion does), as the float64 reference gets them. Every other gradient is 0 (v_i
     # - out_j = 0), up to float32 rounding where a kernel recomputes out. An output rounded
-    # toward zero (the interpreter's float32 -> bfloat16) was an ulp off and gave d_dep of 0.02.
+    # toward zero (the interpreter's float32 -> bfloat16) was an ulp off, and so was d_dep.
     # bfloat16 only: float16's conversion rounds to nearest in the interpreter too.
     B, n, d, block_len, two, path, scale = case
     dtype = torch.bfloat16
