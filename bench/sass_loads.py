@@ -198,7 +198,7 @@ CONSTANT_LOAD = re.compile(r"\bLDC R\d+, (c\[0x0\]\[0x[0-9a-f]+\])")
 def constant_reloads(code: list[tuple[int, str]]) -> dict[str, int]:
     """{constant-bank address: times it is loaded into a register (LDC)} of a function's code.
     ptxas reloads a kernel parameter this way instead of keeping it in a register (the small
-    kernels' scale, csrc/cuda/attn_kernels.cuh SmallScale)."""
+    kernels' scale, csrc/cuda/small_blocks.cuh SmallScale)."""
     counts: dict[str, int] = {}
     for _, text in code:
         m = CONSTANT_LOAD.search(text)

@@ -14,7 +14,7 @@ bench/sass_loads.py's --whole table of them (registers, stack, instructions, loa
 reads). With --compare it prints instead, for each kernel, what moved against a table saved
 before a change (--out), and a last line with how many kernels got more registers, stack,
 loads, parameter reloads or early reads, and the total instruction count: how an edit to
-csrc/cuda/attn_kernels.cuh is judged on every variant at once. With --ptx-sums it compiles to
+csrc/cuda/small_blocks.cuh is judged on every variant at once. With --ptx-sums it compiles to
 PTX instead and counts, kernel by kernel, the additions that take a product neither rounded on
 its own nor fused (blosa_kernels.compile_check.products_left_to_ptxas): sums whose rounding
 ptxas chooses, kernel by kernel.

@@ -150,7 +150,7 @@ inline void check_saved_tensors(const at::Tensor& grad_out, const at::Tensor& ou
 
 // On CUDA, blocks of at most this many tokens train without lse: the public op's forward saves
 // neither out nor lse, and the backward recomputes them. The CUDA kernel of such blocks
-// (backward_small_recompute in csrc/cuda/attn_kernels.cuh) holds each query's keys in
+// (backward_small_recompute in csrc/cuda/small_blocks.cuh) holds each query's keys in
 // registers, so it recomputes the softmax with no extra tanh or exp and skips reading out and
 // lse: at r = 8 in bfloat16 that is 44 of the backward's 147 MB, and the forward's 29 MB of
 // lse (bench/RESULTS.md). The CPU backward recomputes with a second tanh and exp per pair, so

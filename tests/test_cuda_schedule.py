@@ -116,7 +116,7 @@ def test_persistent_loops_load_the_next_block_ahead(kernels, kernel, dtype):
 
 
 # The kernels whose pairs read the scale c·log2 e from a register (SmallScale in
-# csrc/cuda/attn_kernels.cuh): <T, float, direction, fixed pivot, V, persistent, dense>, at two
+# csrc/cuda/small_blocks.cuh): <T, float, direction, fixed pivot, V, persistent, dense>, at two
 # features a thread, the recomputing backward when persistent, and the dense kernels (with no
 # branch between their pairs, the compiler keeps the one load of it).
 HELD_SCALE = {"forward_small": r"Lb[01]ELi2ELb[01]E|Lb1ELi1ELb0ELb1E",
@@ -151,7 +151,7 @@ def test_backward_direction_loads_as_early_as_forward(kernels, kernel, dtype):
     # the thread with loads still to go out (bench/sass_loads.py reads_before_last_load).
     # Computing a block's queries in order, "backward" (keys after the query) read 22 of its 30
     # loads that early in forward_small (bfloat16, float16; "forward" 7) and 36 of 38 in the
-    # recomputing backward ("forward" 0); small_query (csrc/cuda/attn_kernels.cuh) takes them
+    # recomputing backward ("forward" 0); small_query (csrc/cuda/small_blocks.cuh) takes them
     # last first there, which mirrors "forward". One feature a thread, fixed pivot.
     def early(direction):
         suffix = "EEEv" if kernel == "backward_small" else "ELb1ELi1ELb0ELb0E"
@@ -209,7 +209,7 @@ def test_dense_kernels_are_shorter_and_no_larger(kernels, dumped, kernel, dtype)
 @pytest.mark.parametrize("kernel", ("forward_small", "backward_small_recompute"))
 def test_loads_first_kernels_issue_every_load_first(kernels, dumped, kernel, dtype):
     # The dense kernels with their loads first (KernelOptions::small_loads_first,
-    # loads_first_gate in csrc/cuda/attn_kernels.cuh) exist to read no load before the last one
+    # loads_first_gate in csrc/cuda/small_blocks.cuh) exist to read no load before the last one
     # is issued; the plain dense ones read 14-31 that early on the 2026-11-28 build. In every
     # direction: none, the same loads as the plain kernel (a row the gate left out would come
     # after it; a row the kernel does not read would be loaded for it), no more registers (but

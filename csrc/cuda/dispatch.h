@@ -14,11 +14,12 @@
 #include <type_traits>
 
 #include "../op_checks.h"
-#include "attn_kernels.cuh"
 #include "column_sums.cuh"
 #include "fused_backward.cuh"
+#include "small_blocks.cuh"
 #include "staged_forward.cuh"
 #include "staged_small.cuh"
+#include "tiled.cuh"
 
 namespace blosa::cuda {
 
@@ -32,7 +33,7 @@ struct KernelOptions {
   // on an H200 (bench/RESULTS.md); 16 was slower everywhere and is gone.
   int tile = 8;
   // Backward of the tiled blocks in one pass (fused_backward.cuh) rather than two kernels
-  // (attn_kernels.cuh), for blocks of at most kMaxSpans spans; float accumulation only (its
+  // (tiled.cuh), for blocks of at most kMaxSpans spans; float accumulation only (its
   // shared memory is sized for float sums). It computes each pair's tanh and exp once instead
   // of twice, for a scratch of 3 · spans · B · n · d floats (at most 24 · B · n · d). On an
   // H200 at B=64, n=384, d=300, one block: forward+backward 1.35-1.52x faster, peak memory
@@ -48,7 +49,7 @@ struct KernelOptions {
   // 0.99-1.07x the one-feature kernels on an H200 at r = 8 (bench/RESULTS.md, 2026-11-27).
   int small_vec = 1;
   // The small-block forward and recomputing backward as persistent kernels (for_small_blocks in
-  // attn_kernels.cuh): as many threads as fit on the GPU at once, each looping over blocks with
+  // small_blocks.cuh): as many threads as fit on the GPU at once, each looping over blocks with
   // the next block's loads in flight while it computes this one. For the constant pivot and
   // float accumulation (the other calls keep the one-shot kernels). Off: 0.80-0.97x the
   // one-shot kernels on an H200 at r = 8 (bench/RESULTS.md, 2026-11-27).
@@ -60,7 +61,7 @@ struct KernelOptions {
   // kernels, the forward 0.91x / 1.00x. Off, every call takes the general kernels.
   bool small_dense = true;
   // The dense small-block forward and recomputing backward (float accumulation) with every
-  // load issued before any of the math (loads_first_gate in attn_kernels.cuh): one round trip
+  // load issued before any of the math (loads_first_gate in small_blocks.cuh): one round trip
   // to memory a thread instead of several, the same registers but in float32's forward
   // (32 -> 40); the forward 2-4% more instructions, the backward 3-5% fewer (it also holds d in
   // a register: small_offset). On an H200 at r = 8 (bench/RESULTS.md, 2026-11-28): the forward

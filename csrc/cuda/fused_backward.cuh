@@ -1,6 +1,6 @@
 // The backward of the tiled blocks in one pass over the (query, key) pairs (the default for
 // blocks of at most kMaxSpans spans; BLOSA_CUDA_BACKWARD=split runs the split one). The split
-// backward (attn_kernels.cuh) recomputes each pair's tanh and exp twice, once for the query side
+// backward (tiled.cuh) recomputes each pair's tanh and exp twice, once for the query side
 // (d_head) and once for the key side (d_dep, d_value): four special-function ops per element,
 // which caps forward+backward at a third of the forward's bound. Here each pair's t and p are
 // computed once and feed both sides, at the price of one reduction across warps per query.

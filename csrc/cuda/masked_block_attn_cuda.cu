@@ -1,9 +1,9 @@
 // CUDA entry points of masked_block_attn_fwd / _bwd: check, make contiguous, allocate, launch
-// the kernels of attn_kernels.cuh (chosen in dispatch.h) on the current stream. Same meaning
-// and edge cases as the CPU kernels (csrc/cpu/): a query with no allowed key gets out = 0 and
-// lse = +inf, decided from the mask and the block structure, never from values. Inputs
-// float32, float16, bfloat16 (float accumulation) or float64; outputs in the input dtype, lse
-// float32 (float64 for float64).
+// the kernel that dispatch.h chooses (small_blocks.cuh, tiled.cuh and the others of this folder)
+// on the current stream. Same meaning and edge cases as the CPU kernels (csrc/cpu/): a query
+// with no allowed key gets out = 0 and lse = +inf, decided from the mask and the block
+// structure, never from values. Inputs float32, float16, bfloat16 (float accumulation) or
+// float64; outputs in the input dtype, lse float32 (float64 for float64).
 #include <ATen/ATen.h>
 #include <c10/cuda/CUDAException.h>
 #include <c10/cuda/CUDAGuard.h>

@@ -4,7 +4,7 @@
 // (stream_chunks).
 #pragma once
 
-#include "attn_kernels.cuh"
+#include "tiled.cuh"  // kWarps
 
 namespace blosa::cuda {
 

@@ -1,5 +1,5 @@
 // The forward of the tiled blocks with the keys staged through shared memory (the default;
-// BLOSA_CUDA_FORWARD=stream runs forward_tiled instead). forward_tiled (attn_kernels.cuh) has
+// BLOSA_CUDA_FORWARD=stream runs forward_tiled instead). forward_tiled (tiled.cuh) has
 // every warp load its keys itself, rows ahead, and holds them in registers: over 100 registers,
 // which caps it at 16 warps per SM, where Nsight Compute found it waiting on loads
 // (bench/RESULTS.md). Here the warps of a thread block share one stream of keys:

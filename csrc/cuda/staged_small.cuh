@@ -2,7 +2,7 @@
 // shared memory (KernelOptions::small_staged_forward / small_staged_backward,
 // BLOSA_CUDA_SMALL_STAGED; off until measured on a GPU).
 //
-// Why: the one-shot kernels of attn_kernels.cuh give a thread one feature of a block and load
+// Why: the one-shot kernels of small_blocks.cuh give a thread one feature of a block and load
 // its rows one element at a time, so a warp's access to a row is 64 bytes of bfloat16 at a
 // row pitch of 2·d bytes (600 at d = 300), mostly not aligned to the 32-byte sectors: most of
 // its sectors are requested by two warps. On an H200 (bench/RESULTS.md, 2026-11-28) the
@@ -25,7 +25,7 @@
 // where d is not a multiple of 32 (20 of 320 at d = 300).
 #pragma once
 
-#include "attn_kernels.cuh"
+#include "small_blocks.cuh"
 
 namespace blosa::cuda {
 
