@@ -38,11 +38,13 @@ c, 1/c and c·log2(e); DIR 0 forward / 1 backward / 2 diag / 3 all; FAST_TANH: t
 import triton
 import triton.language as tl
 
-from blosa_kernels._math import (LOG2E, block_row_tile, block_rows, block_tile_probs, dir_allows,
-                                 f32, features_fastest, key_row, key_row_in_block, query_row,
-                                 query_tile, rounded_product, rounded_to, row_tile, saved_probs,
-                                 spread_block_rows, spread_blocks, spread_offsets, stream_row,
-                                 stream_row_in_block, tanh_arg, tanh_f32, zero_padding)
+from blosa_kernels._math import (LOG2E, f32, rounded_product, rounded_to, tanh_arg, tanh_f32,
+                                 zero_padding)
+from blosa_kernels._rows import (key_row, key_row_in_block, query_row, query_tile, stream_row,
+                                 stream_row_in_block)
+from blosa_kernels._tiles import (block_row_tile, block_rows, block_tile_probs, dir_allows,
+                                  features_fastest, row_tile, saved_probs, spread_block_rows,
+                                  spread_blocks, spread_offsets)
 
 
 @triton.jit
@@ -426,7 +428,7 @@ def bwd_dkv_sums_kernel(
 ):
     # d_dep and d_value of BN keys: the parts bwd_fused_kernel left for them, one per query tile
     # (of QT rows) that attends them, added in tile order. Padding keys get an empty range: 0.
-    # The feature tiles are the grid's fastest axis (_math.features_fastest). TRIMMED (with
+    # The feature tiles are the grid's fastest axis (_tiles.features_fastest). TRIMMED (with
     # the fused backward's trimmed loop): two tiles a loop trip, so a thread has both tiles'
     # loads in flight at once (the same sums, in the same order).
     pid, o_k = features_fastest(d, BD)

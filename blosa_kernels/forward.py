@@ -26,11 +26,11 @@ FMA pipe (configs.rows_poly_exp2).
 import triton
 import triton.language as tl
 
-from blosa_kernels._math import (block_rows, dir_allows, exp2_poly, f32, features_fastest,
-                                 key_pointers, load_key, online_softmax_step, pairs_with,
-                                 rounded_to, row_step, row_tile, scaled_queries, softmax_result,
-                                 spans_tile, spread_block_rows, spread_blocks, spread_offsets,
-                                 stream_row, tanh_arg, tanh_f32, zero_padding)
+from blosa_kernels._math import (exp2_poly, f32, online_softmax_step, rounded_to, softmax_result,
+                                 tanh_arg, tanh_f32, zero_padding)
+from blosa_kernels._rows import key_pointers, load_key, row_step, scaled_queries, stream_row
+from blosa_kernels._tiles import (block_rows, dir_allows, features_fastest, pairs_with, row_tile,
+                                  spans_tile, spread_block_rows, spread_blocks, spread_offsets)
 
 
 @triton.jit

@@ -37,7 +37,7 @@ from blosa._functorch import FuncSupport, transform_active
 from blosa._validate import check_attn_args
 from blosa.ops import needs_lse
 from blosa_kernels import configs
-from blosa_kernels._math import DIRECTION_CODE
+from blosa_kernels._tiles import DIRECTION_CODE
 
 
 def _cdiv(a, b):
@@ -130,7 +130,7 @@ class _Launch:
         self.buckets = (1 << max(int(n) - 1, 0).bit_length(), self.R)
 
     def blocks_grid(self):
-        # One axis, the feature tiles fastest (_math.features_fastest).
+        # One axis, the feature tiles fastest (_tiles.features_fastest).
         return lambda m: (self.B * _cdiv(self.nblk, m["TILE"] // self.R)
                           * _cdiv(self.d, m["BD"]),)
 
@@ -139,7 +139,7 @@ class _Launch:
 
     def rows_grid(self, rows, features_fastest=False):
         """Programs of `rows` consecutive rows of a sequence by BD features: two grid axes, or
-        one with the feature tiles fastest (_math.features_fastest)."""
+        one with the feature tiles fastest (_tiles.features_fastest)."""
         if features_fastest:
             return lambda m: (self.B * _cdiv(self.n, m[rows]) * _cdiv(self.d, m["BD"]),)
         return lambda m: (self.B * _cdiv(self.n, m[rows]), _cdiv(self.d, m["BD"]))

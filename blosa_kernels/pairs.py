@@ -46,8 +46,8 @@ multiply, where a runtime d costs each row a 64-bit address of its own and the s
 import triton
 import triton.language as tl
 
-from blosa_kernels._math import (LOG2E, f32, online_softmax_step, reciprocal_newton,
-                                 rounded_to, softmax_result, tanh_arg, tanh_f32, zero_padding)
+from blosa_kernels._math import (LOG2E, f32, online_softmax_step, reciprocal_newton, rounded_to,
+                                 softmax_result, tanh_arg, tanh_f32, zero_padding)
 
 
 @triton.constexpr_function
