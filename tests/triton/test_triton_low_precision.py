@@ -12,7 +12,7 @@ from attn_cases import RESULTS
 from blosa.reference import masked_block_attn_ref
 from blosa_kernels import configs, masked_block_attn_triton
 from triton_testing import (DEVICE, assert_within_twice_reference, make_inputs, record_launches,
-                            reference64, run, use_path)
+                            reference64, run, seed_of, use_path)
 
 CASES = [  # (B, n, d, block_len, direction, mask, path)
     (2, 16, 8, 4, "forward", "holes", "default"),  # per-pair kernels
@@ -61,7 +61,7 @@ def test_reciprocal_settings_within_twice_reference_error(monkeypatch, setting, 
     B, n, d, block_len, direction, mask_kind, scale = case
     monkeypatch.setattr(configs, "PAIRS_RECIPROCAL", setting)
     steps = record_launches(monkeypatch, "RCP_STEPS")
-    seed = sum(map(ord, repr(case))) + dtype.itemsize
+    seed = seed_of(case, dtype)
     inputs = make_inputs(B, n, d, mask_kind, True, seed, dtype, DEVICE)
     settings = (block_len, direction, scale)
     got = run(masked_block_attn_triton, *inputs, *settings)
@@ -96,7 +96,7 @@ def test_row_tile_polynomial_exp2_within_twice_reference_error(monkeypatch, requ
     use_path(request, path)
     monkeypatch.setattr(configs, "ROWS_EXP2", "half-poly")
     flags = record_launches(monkeypatch, "POLY_EXP2")
-    inputs = make_inputs(B, n, d, mask_kind, True, sum(map(ord, repr(case))), dtype, DEVICE)
+    inputs = make_inputs(B, n, d, mask_kind, True, seed_of(case), dtype, DEVICE)
     settings = (block_len, direction, 5.0)
     got = run(masked_block_attn_triton, *inputs, *settings)
     assert ("fwd_rows", True) in flags, flags
@@ -135,7 +135,7 @@ def test_one_key_gives_its_value_exactly(request, case):
     B, n, d, block_len, two, path, scale = case
     dtype = torch.bfloat16
     use_path(request, path)
-    seed = sum(map(ord, repr(case)))
+    seed = seed_of(case)
     dep, head, value, bias, _, grad = make_inputs(B, n, d, "none", True, seed, dtype, DEVICE)
     mask = two_real_tokens(B, n, seed).to(DEVICE) if two else None
     inputs, settings = (dep, head, value, bias, mask, grad), (block_len, "diag", scale)
