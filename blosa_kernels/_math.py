@@ -121,6 +121,13 @@ def rounded_to(x, dtype: tl.constexpr):
 
 
 @triton.jit
+def store_result(pointers, x, mask):
+    """Stores float32 results x at `pointers` (out or a gradient) in the pointed-to dtype, rounded
+    by rounded_to: every result the kernels write in the input dtype goes through here."""
+    tl.store(pointers, rounded_to(x, pointers.dtype.element_ty), mask=mask)
+
+
+@triton.jit
 def online_softmax_step(b_sum, b_acc, b_m, t, val, allow, c_log2e, FIXED_PIVOT: tl.constexpr):
     """One key's step of a query tile's online softmax: the state (sum, acc, running max in log2
     units) after the key with t = tanh(z / c) and value val (both broadcast against the tile).

@@ -38,7 +38,7 @@ c, 1/c and c·log2(e); DIR 0 forward / 1 backward / 2 diag / 3 all; FAST_TANH: t
 import triton
 import triton.language as tl
 
-from blosa_kernels._math import (LOG2E, f32, rounded_product, rounded_to, tanh_arg, tanh_f32,
+from blosa_kernels._math import (LOG2E, f32, rounded_product, store_result, tanh_arg, tanh_f32,
                                  zero_padding)
 from blosa_kernels._rows import (key_row, key_row_in_block, query_row, query_tile, stream_row,
                                  stream_row_in_block)
@@ -184,10 +184,10 @@ def bwd_blocks_kernel(
         b_dv += pg
         b_dh = tl.sum(dz, axis=ROW_AXIS)
         b_db += b_dh
-        tl.store(d_head + p_j, rounded_to(b_dh, d_head.dtype.element_ty), mask=m_jk)
+        store_result(d_head + p_j, b_dh, m_jk)
 
-    tl.store(d_dep + p_i, rounded_to(b_dd, d_dep.dtype.element_ty), mask=m_ik)
-    tl.store(d_value + p_i, rounded_to(b_dv, d_value.dtype.element_ty), mask=m_ik)
+    store_result(d_dep + p_i, b_dd, m_ik)
+    store_result(d_value + p_i, b_dv, m_ik)
     # Each block's d_head summed over its queries, unrounded: d_bias's part (the caller adds up
     # the B · nblk rows), so d_head itself can be stored in the input dtype.
     p_b = (b * nblk + o_blk).to(tl.int64)[:, None] * d + o_k[None, :]
@@ -240,7 +240,7 @@ def bwd_dq_kernel(
             b_pw += pw
             b_pv += p * vd
     b_dh = b_g * (b_pwv - b_pv * b_pw)
-    tl.store(d_head + p_j, rounded_to(b_dh, d_head.dtype.element_ty), mask=m_jk)
+    store_result(d_head + p_j, b_dh, m_jk)
 
 
 @triton.jit
@@ -292,8 +292,8 @@ def bwd_dkv_kernel(
     keep = (tl.load(mask + b * n + o_i, mask=m_i, other=0) != 0)[:, None]
     b_dd = tl.where(keep, b_dd, 0.0)
     b_dv = tl.where(keep, b_dv, 0.0)
-    tl.store(d_dep + p_i, rounded_to(b_dd, d_dep.dtype.element_ty), mask=m_ik)
-    tl.store(d_value + p_i, rounded_to(b_dv, d_value.dtype.element_ty), mask=m_ik)
+    store_result(d_dep + p_i, b_dd, m_ik)
+    store_result(d_value + p_i, b_dv, m_ik)
 
 
 @triton.jit
@@ -328,7 +328,7 @@ def bwd_fused_kernel(
         b_dh = fused_keys(dep, value, mask, sums, b_q, b_g, b_nlse2, b_os, B, n, d, b, u, m0,
                           o_j, lo_j, hi_j, last, i_lo, i_hi, inner_lo, inner_hi, plane, o_k, m_k,
                           inv_c, c_log2e, DIR, FAST_TANH, BM, BD)
-    tl.store(d_head + p_j, rounded_to(b_dh, d_head.dtype.element_ty), mask=m_jk)
+    store_result(d_head + p_j, b_dh, m_jk)
 
 
 @triton.jit
@@ -448,5 +448,5 @@ def bwd_dkv_sums_kernel(
         part = sums + tl.cast(u, tl.int64) * B * n * d + p_i
         b_dd += tl.load(part, mask=take, other=0.0)
         b_dv += tl.load(part + plane, mask=take, other=0.0)
-    tl.store(d_dep + p_i, rounded_to(b_dd, d_dep.dtype.element_ty), mask=m_ik)
-    tl.store(d_value + p_i, rounded_to(b_dv, d_value.dtype.element_ty), mask=m_ik)
+    store_result(d_dep + p_i, b_dd, m_ik)
+    store_result(d_value + p_i, b_dv, m_ik)

@@ -26,7 +26,7 @@ FMA pipe (configs.rows_poly_exp2).
 import triton
 import triton.language as tl
 
-from blosa_kernels._math import (exp2_poly, f32, online_softmax_step, rounded_to, softmax_result,
+from blosa_kernels._math import (exp2_poly, f32, online_softmax_step, softmax_result, store_result,
                                  tanh_arg, tanh_f32, zero_padding)
 from blosa_kernels._rows import key_pointers, load_key, row_step, scaled_queries, stream_row
 from blosa_kernels._tiles import (block_rows, dir_allows, features_fastest, pairs_with, row_tile,
@@ -121,7 +121,7 @@ def fwd_blocks_kernel(
                                                 c_log2e, FIXED_PIVOT)
 
     b_out, b_lse = softmax_result(b_sum, b_acc, b_m, b_sum > 0.0, c, FIXED_PIVOT)
-    tl.store(out + p_j, rounded_to(b_out, out.dtype.element_ty), mask=m_jk)
+    store_result(out + p_j, b_out, m_jk)
     if WRITE_LSE:
         tl.store(lse + p_j, b_lse, mask=m_jk)
 
@@ -238,6 +238,6 @@ def fwd_rows_kernel(
     real_j = m_j & (tl.load(mask + b * n + o_j, mask=m_j, other=0) != 0)
     has = (b_sum > 0.0) & real_j[:, None]
     b_out, b_lse = softmax_result(b_sum, b_acc, b_m, has, c, FIXED_PIVOT)
-    tl.store(out + p_j, rounded_to(b_out, out.dtype.element_ty), mask=m_jk)
+    store_result(out + p_j, b_out, m_jk)
     if WRITE_LSE:
         tl.store(lse + p_j, b_lse, mask=m_jk)

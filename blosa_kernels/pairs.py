@@ -46,8 +46,8 @@ multiply, where a runtime d costs each row a 64-bit address of its own and the s
 import triton
 import triton.language as tl
 
-from blosa_kernels._math import (LOG2E, f32, online_softmax_step, reciprocal_newton, rounded_to,
-                                 softmax_result, tanh_arg, tanh_f32, zero_padding)
+from blosa_kernels._math import (LOG2E, f32, online_softmax_step, reciprocal_newton,
+                                 softmax_result, store_result, tanh_arg, tanh_f32, zero_padding)
 
 
 @triton.constexpr_function
@@ -179,7 +179,7 @@ def fwd_pairs_kernel(
                 b_sum, b_acc, b_m = online_softmax_step(b_sum, b_acc, b_m, t, vals[u], allow,
                                                         c_log2e, FIXED_PIVOT)
         b_out, b_lse = softmax_result(b_sum, b_acc, b_m, b_sum > 0.0, c, FIXED_PIVOT, RCP_STEPS)
-        tl.store(out + base + v * d, rounded_to(b_out, out.dtype.element_ty), mask=m_v)
+        store_result(out + base + v * d, b_out, m_v)
         if WRITE_LSE:
             tl.store(lse + base + v * d, b_lse, mask=m_v)
 
@@ -318,11 +318,11 @@ def bwd_pairs_kernel(
         dvs = new_dvs
         b_db += b_dh
         # Every existing row gets its d_head, 0 for a query with no key: no zero-fill needed.
-        tl.store(d_head + p_v, rounded_to(b_dh, d_head.dtype.element_ty), mask=m_v)
+        store_result(d_head + p_v, b_dh, m_v)
     for u in tl.static_range(R):
         m_u = row_exists(n, r, start, m_e, u, DENSE)
-        tl.store(d_dep + base + u * d, rounded_to(dds[u], d_dep.dtype.element_ty), mask=m_u)
-        tl.store(d_value + base + u * d, rounded_to(dvs[u], d_value.dtype.element_ty), mask=m_u)
+        store_result(d_dep + base + u * d, dds[u], m_u)
+        store_result(d_value + base + u * d, dvs[u], m_u)
     # Each block's d_head summed over its queries, unrounded: d_bias's part (the caller adds up
     # the B · nblk rows), as bwd_blocks_kernel; row bb, feature f of it is element e.
     tl.store(d_bias_part + e, b_db, mask=m_e)

@@ -2,7 +2,7 @@
 the candidate reciprocal that bench/sfu_peak.py times for it, and the Newton reciprocal of the
 per-pair kernels' sums (_math.reciprocal_newton, configs.PAIRS_RECIPROCAL = "newton") and the
 polynomial exp2 of the row-tile forward (_math.exp2_poly, configs.ROWS_EXP2 = "half-poly"), and
-the conversion of every result the kernels store in 16 bits (_math.rounded_to).
+the conversion of every result the kernels store in 16 bits (_math.store_result).
 
 Every float32 call on a GPU, and every call in the interpreter, computes its scores with tanh_f32,
 so the op's tests check it through the outputs; this checks its error directly, against float64,
@@ -17,7 +17,7 @@ import torch
 import triton
 import triton.language as tl
 
-from blosa_kernels._math import exp2_poly, reciprocal_newton, rounded_to, tanh_f32
+from blosa_kernels._math import exp2_poly, reciprocal_newton, store_result, tanh_f32
 from triton_testing import DEVICE
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
@@ -59,11 +59,10 @@ def _exp2_poly_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
 
 
 @triton.jit
-def _rounded_to_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+def _store_result_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
     offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     m = offs < n
-    tl.store(out_ptr + offs, rounded_to(tl.load(x_ptr + offs, mask=m, other=0.0), out_ptr.dtype.element_ty),
-             mask=m)
+    store_result(out_ptr + offs, tl.load(x_ptr + offs, mask=m, other=0.0), m)
 
 
 def _apply(kernel, x, out_dtype=None, **constexprs):
@@ -134,7 +133,7 @@ def test_exp2_poly_relative_error():
 
 @pytest.mark.parametrize("dtype", (torch.bfloat16, torch.float16), ids=str)
 def test_results_round_to_nearest_even(dtype):
-    # torch's conversion rounds to nearest, ties to even, as the GPU's does: rounded_to must give
+    # torch's conversion rounds to nearest, ties to even, as the GPU's does: store_result must give
     # its bits, in the interpreter too (whose own float32 -> bfloat16 conversion truncates:
     # 1 - 1e-7 became 0.99609375). Random values over every binade of the dtype and below it,
     # the 64ths of an ulp around 1, every tie between two neighbours in [1, 2) scaled by a power
@@ -154,7 +153,7 @@ def test_results_round_to_nearest_even(dtype):
                            dtype=torch.float64)
     x = torch.cat([random, near_one, ties, special]).float()
     x = torch.cat([x, -x, torch.tensor([math.nan])])
-    got, want = _apply(_rounded_to_kernel, x.to(DEVICE), out_dtype=dtype).cpu(), x.to(dtype)
+    got, want = _apply(_store_result_kernel, x.to(DEVICE), out_dtype=dtype).cpu(), x.to(dtype)
     assert torch.isnan(got[-1])
     wrong = (got[:-1].view(torch.int16) != want[:-1].view(torch.int16)).nonzero().flatten()
     assert not len(wrong), (f"{len(wrong)} of {x.numel() - 1} differ, e.g. {x[wrong[0]].item()!r} "
