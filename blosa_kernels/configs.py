@@ -348,7 +348,10 @@ TUNED_STATIC_D = {} if INTERPRET else {k: _tuned(PLAIN[k], CONFIGS[k][0] + wide,
 # On the GPU, autotune (the first call per autotune key benchmarks each config). Off: every
 # launch uses the first config of each list, which saves compile time (the GPU test suite
 # turns it off; BLOSA_TRITON_AUTOTUNE=0 does the same).
-AUTOTUNE = os.environ.get("BLOSA_TRITON_AUTOTUNE", "1") not in ("", "0")
+_AUTOTUNE = os.environ.get("BLOSA_TRITON_AUTOTUNE") or "1"  # unset or empty: on
+if _AUTOTUNE not in ("0", "1"):  # "false" must not mean on
+    raise ValueError(f"BLOSA_TRITON_AUTOTUNE must be '0' or '1', got {_AUTOTUNE!r}")
+AUTOTUNE = _AUTOTUNE == "1"
 
 
 def kernel_and_meta(kind: str, d: int, R: int, static_d: bool = False):

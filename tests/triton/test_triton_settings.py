@@ -1,7 +1,7 @@
-"""What blosa_kernels reads when it is imported: BLOSA_TRITON_BACKWARD, BLOSA_TRITON_PAIRS, and under
-TRITON_INTERPRET=1 whether that triton's interpreter can run with that numpy (so each case that
-imports it does so afresh, in a process of its own); and the string settings of
-blosa_kernels.configs that the op reads at each call (configs.setting)."""
+"""What blosa_kernels reads when it is imported: BLOSA_TRITON_BACKWARD, BLOSA_TRITON_PAIRS,
+BLOSA_TRITON_AUTOTUNE, and under TRITON_INTERPRET=1 whether that triton's interpreter can run with
+that numpy (so each case that imports it does so afresh, in a process of its own); and the string
+settings of blosa_kernels.configs that the op reads at each call (configs.setting)."""
 import os
 import subprocess
 import sys
@@ -50,6 +50,20 @@ def test_bad_pairs_setting_is_named():
     proc = run_python("import blosa_kernels", BLOSA_TRITON_PAIRS="yes")
     assert proc.returncode != 0
     assert "BLOSA_TRITON_PAIRS must be '0' or '1', got 'yes'" in proc.stderr
+
+
+@pytest.mark.parametrize("value, autotune", [("0", False), ("1", True), ("", True)])
+def test_autotune_setting_is_read_at_import(value, autotune):
+    proc = run_python("from blosa_kernels import configs; print(configs.AUTOTUNE)",
+                      BLOSA_TRITON_AUTOTUNE=value)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == str(autotune)
+
+
+def test_bad_autotune_setting_is_named():
+    proc = run_python("import blosa_kernels", BLOSA_TRITON_AUTOTUNE="false")
+    assert proc.returncode != 0
+    assert "BLOSA_TRITON_AUTOTUNE must be '0' or '1', got 'false'" in proc.stderr
 
 
 @pytest.mark.parametrize("setting, dtype, backward, steps", [
