@@ -215,6 +215,12 @@ grep -E "^== shard|^FAILED|^ERROR|^[0-9]+ (passed|failed|error)|KeyboardInterrup
 step tables
 echo "== kernel rates (table; per-kernel times in rates.md)"
 sed -n '/^| backend/,$p' "$LOG/rates.md"
+# The targets of issues 4 and 5 from the same figures: each backend's defaults, a met target in
+# bold (bench/targets.py; `--take` and `--plot` there, afterwards, for variants and a chart).
+if [ -f "$LOG/rates.json" ]; then
+  echo "== targets"
+  $PY bench/targets.py "$LOG/rates.json"
+fi
 
 echo "cuda tests exit $tests_status, triton tests exit $triton_status, rates exit $rates_status" \
   "after ${SECONDS}s" | tee -a "$LOG/device.txt"
