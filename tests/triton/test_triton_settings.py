@@ -20,50 +20,34 @@ def run_python(code, **env_vars):
     return subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
 
 
-def import_with(value):
-    return run_python("from blosa_kernels import configs; print(configs.BACKWARD)",
-                      BLOSA_TRITON_BACKWARD=value)
+# (variable, the configs attribute it sets, [(value, the attribute's value)], a bad value and
+# the values it must be). BLOSA_TRITON_PAIRS=0: blocks of up to 8 go to the per-block kernels,
+# not the per-pair ones; BLOSA_TRITON_AUTOTUNE=0: every launch takes the first autotune shape.
+IMPORT_SETTINGS = [
+    ("BLOSA_TRITON_BACKWARD", "BACKWARD", [("split", "split"), ("fused", "fused"), ("", "fused")],
+     "sideways", "'split' or 'fused'"),
+    ("BLOSA_TRITON_PAIRS", "PAIRS_MAX", [("0", 0), ("1", 8), ("", 8)], "yes", "'0' or '1'"),
+    ("BLOSA_TRITON_AUTOTUNE", "AUTOTUNE", [("0", False), ("1", True), ("", True)], "false",
+     "'0' or '1'"),
+]
 
 
-@pytest.mark.parametrize("value, setting", [("split", "split"), ("fused", "fused"), ("", "fused")])
-def test_backward_setting_is_read_at_import(value, setting):
-    proc = import_with(value)
+@pytest.mark.parametrize("variable, attribute, value, setting", [
+    (variable, attribute, value, setting)
+    for variable, attribute, values, *_ in IMPORT_SETTINGS for value, setting in values])
+def test_setting_is_read_at_import(variable, attribute, value, setting):
+    proc = run_python(f"from blosa_kernels import configs; print(configs.{attribute})",
+                      **{variable: value})
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.strip() == setting
+    assert proc.stdout.strip() == str(setting)
 
 
-def test_bad_backward_setting_is_named():
-    proc = import_with("sideways")
+@pytest.mark.parametrize("variable, bad, allowed", [(v, bad, allowed) for v, _, _, bad, allowed
+                                                    in IMPORT_SETTINGS])
+def test_bad_setting_is_named(variable, bad, allowed):
+    proc = run_python("import blosa_kernels", **{variable: bad})
     assert proc.returncode != 0
-    assert "BLOSA_TRITON_BACKWARD must be 'split' or 'fused', got 'sideways'" in proc.stderr
-
-
-@pytest.mark.parametrize("value, pairs_max", [("0", 0), ("1", 8), ("", 8)])
-def test_pairs_setting_is_read_at_import(value, pairs_max):
-    # BLOSA_TRITON_PAIRS=0: blocks of up to 8 go to the per-block kernels, not the per-pair ones.
-    proc = run_python("from blosa_kernels import configs; print(configs.PAIRS_MAX)", BLOSA_TRITON_PAIRS=value)
-    assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.strip() == str(pairs_max)
-
-
-def test_bad_pairs_setting_is_named():
-    proc = run_python("import blosa_kernels", BLOSA_TRITON_PAIRS="yes")
-    assert proc.returncode != 0
-    assert "BLOSA_TRITON_PAIRS must be '0' or '1', got 'yes'" in proc.stderr
-
-
-@pytest.mark.parametrize("value, autotune", [("0", False), ("1", True), ("", True)])
-def test_autotune_setting_is_read_at_import(value, autotune):
-    proc = run_python("from blosa_kernels import configs; print(configs.AUTOTUNE)",
-                      BLOSA_TRITON_AUTOTUNE=value)
-    assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.strip() == str(autotune)
-
-
-def test_bad_autotune_setting_is_named():
-    proc = run_python("import blosa_kernels", BLOSA_TRITON_AUTOTUNE="false")
-    assert proc.returncode != 0
-    assert "BLOSA_TRITON_AUTOTUNE must be '0' or '1', got 'false'" in proc.stderr
+    assert f"{variable} must be {allowed}, got '{bad}'" in proc.stderr
 
 
 @pytest.mark.parametrize("setting, dtype, backward, steps", [
