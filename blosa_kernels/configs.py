@@ -12,6 +12,15 @@ from blosa_kernels import _math, backward, forward, pairs
 INTERPRET = bool(_math.INTERPRET.value)
 
 
+def _environment(name: str, default: str, *allowed: str) -> str:
+    """The value of environment variable `name` read at import (unset or empty: `default`),
+    checked to be one of `allowed`: a value outside them ("false", "off") must not pass as one."""
+    value = os.environ.get(name) or default
+    if value not in allowed:
+        raise ValueError(f"{name} must be {' or '.join(map(repr, allowed))}, got {value!r}")
+    return value
+
+
 def _version(text: str) -> tuple[int, int]:
     major, minor = (int(part) for part in text.split(".")[:2])
     return major, minor
@@ -43,10 +52,7 @@ SMALL_BLOCK_MAX = 64
 # (pairs.py), which compute only the (query, key) pairs the direction allows: at r = 8 under
 # "forward", 28 per block and feature where the per-block kernels compute 56. 0, or
 # BLOSA_TRITON_PAIRS=0 at import, gives those blocks the per-block kernels.
-_PAIRS = os.environ.get("BLOSA_TRITON_PAIRS") or "1"  # unset or empty: on
-if _PAIRS not in ("0", "1"):
-    raise ValueError(f"BLOSA_TRITON_PAIRS must be '0' or '1', got {_PAIRS!r}")
-PAIRS_MAX = 8 if _PAIRS == "1" else 0
+PAIRS_MAX = 8 if _environment("BLOSA_TRITON_PAIRS", "1", "0", "1") == "1" else 0
 # Calls with no mask whose blocks all have R tokens (r a power of two dividing n: the paper's
 # r = 8 benchmark) run the per-pair kernels compiled for that case (DENSE), with no mask bytes
 # to load, no test of a row's existence and, in the backward, no select of a pair's
@@ -172,9 +178,7 @@ BLOCK_ROW_AXIS = _block_row_axis(triton.__version__)
 # Fused is the default: forward+backward 1.19-1.23x faster on an H200 at B=64, one block of
 # n=384, d=300, peak memory +479 MiB instead of +197 (float32; bench/RESULTS.md, 2026-11-27).
 # Split needs no scratch.
-BACKWARD = os.environ.get("BLOSA_TRITON_BACKWARD") or "fused"  # unset or empty: fused
-if BACKWARD not in ("split", "fused"):
-    raise ValueError(f"BLOSA_TRITON_BACKWARD must be 'split' or 'fused', got {BACKWARD!r}")
+BACKWARD = _environment("BLOSA_TRITON_BACKWARD", "fused", "split", "fused")
 FUSED_MAX_BLOCK = 512
 # The fused backward's key loop (backward.py): "plain" (fused_keys) or "trimmed"
 # (fused_keys_trimmed: g folded into p before the products, the keys addressed by 32-bit
@@ -348,10 +352,7 @@ TUNED_STATIC_D = {} if INTERPRET else {k: _tuned(PLAIN[k], CONFIGS[k][0] + wide,
 # On the GPU, autotune (the first call per autotune key benchmarks each config). Off: every
 # launch uses the first config of each list, which saves compile time (the GPU test suite
 # turns it off; BLOSA_TRITON_AUTOTUNE=0 does the same).
-_AUTOTUNE = os.environ.get("BLOSA_TRITON_AUTOTUNE") or "1"  # unset or empty: on
-if _AUTOTUNE not in ("0", "1"):  # "false" must not mean on
-    raise ValueError(f"BLOSA_TRITON_AUTOTUNE must be '0' or '1', got {_AUTOTUNE!r}")
-AUTOTUNE = _AUTOTUNE == "1"
+AUTOTUNE = _environment("BLOSA_TRITON_AUTOTUNE", "1", "0", "1") == "1"
 
 
 def kernel_and_meta(kind: str, d: int, R: int, static_d: bool = False):
