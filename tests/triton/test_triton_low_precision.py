@@ -26,6 +26,8 @@ CASES = [  # (B, n, d, block_len, direction, mask, path)
     (1, 40, 6, 20, "diag", "right_pad", "fused"),
     (2, 36, 6, 0, "backward", "holes", "trimmed"),
     (1, 40, 6, 20, "diag", "right_pad", "trimmed"),
+    (2, 27, 38, 1, "all", "holes", "default"),  # one key a query: gradients 0 but for rounding
+    (3, 18, 45, 2, "diag", "none", "default"),
 ]
 
 

@@ -116,15 +116,25 @@ def max_err(a, b):
     return (a.detach().cpu().double() - b.detach().cpu().double()).abs().max().item() if a.numel() else 0.0
 
 
+# Where each query has one key (r = 1 under "all", r = 2 under "diag", "forward" or
+# "backward"), p = 1 and v_i - out_j = 0, so d_dep, d_head and d_bias are exactly 0 and the
+# 16-bit reference gets them so. The backward kernels recompute out in float32 (e·v times the
+# float32 1/e), so v - out is v's float32 rounding, not 0, and summed over rows in d_bias: the
+# one-key cases of test_triton_low_precision.py fail a floor of 1e-6 (fp16 and bf16). The
+# emulated CUDA kernels' rule (test_cuda_emulated.check) adds float32's own rounding too.
+FLOAT32_FLOOR = 1e-5
+
+
 def assert_within_twice_reference(got, low, want):
     """Flash-attention's criterion for low precision: each result's error against the float64
-    oracle `want` is at most twice that of PyTorch in the same dtype (`low`), plus 1e-6 as a
-    floor for results the low-precision reference happens to get exact. got, low, want: [out,
-    d_dep, d_head, d_value(, d_bias)]."""
+    oracle `want` is at most twice that of PyTorch in the same dtype (`low`), plus FLOAT32_FLOOR
+    for results the low-precision reference gets exact. got, low, want: [out, d_dep, d_head,
+    d_value(, d_bias)]."""
     for name, g, lo, w in zip(RESULTS, got, low, want):
         assert torch.isfinite(g).all(), f"{name}: non-finite values"
         err, ref_err = max_err(g, w), max_err(lo, w)
-        assert err <= 2 * ref_err + 1e-6, f"{name}: error {err:.3g} > 2 x reference error {ref_err:.3g}"
+        assert err <= 2 * ref_err + FLOAT32_FLOOR, \
+            f"{name}: error {err:.3g} > 2 x reference error {ref_err:.3g}"
 
 
 def use_path(request, path):
