@@ -53,6 +53,36 @@ def test_every_scale(direction, scale):
     torch.testing.assert_close(out, ref, **TOL[torch.float64])
 
 
+@pytest.mark.parametrize("spread", (1e2, 1e3, 1e4))
+@pytest.mark.parametrize("direction, block_len", [("all", 3), ("forward", 0)])
+def test_running_maximum_backward_error_is_the_rounding_of_lse(direction, block_len, spread):
+    """Above c = 40 lse = m + log Σp is one float32 a query and feature: rounded to within
+    |lse|·2^-24, and backward's p = exp(s - lse) takes that on as a relative error (README,
+    `scale`). With c = 1e6 the scores are about dep + head, of size `spread`: d_value's error
+    stays within that term (plus twice the float32 reference's), and under 1e-4 at spread 1e2."""
+    gen = generator_for("running-max-lse", direction, block_len, spread)
+    dep, head, value, _ = make_inputs(2, 12, 9, torch.float32, gen, with_bias=False, spread=spread)
+    value = (value / spread).detach().requires_grad_()  # values of size 1
+    grad_out = torch.randn(dep.shape, generator=gen)
+    settings = (None, None, block_len, direction, 1e6)
+    out = masked_block_attn(dep, head, value, *settings, backend="cpu")
+    lse = torch.ops.blosa.masked_block_attn_fwd(dep, head, value, *settings)[1]
+    (got,) = torch.autograd.grad(out, value, grad_out)
+    (low,) = torch.autograd.grad(masked_block_attn_ref(dep, head, value, *settings), value, grad_out)
+    as64 = [t.detach().double().requires_grad_() for t in (dep, head, value)]
+    (want,) = torch.autograd.grad(masked_block_attn_ref(*as64, *settings), as64[2], grad_out.double())
+    # d_value_i = Σ_j p_ij g_j: each p off by at most lse_rounding relative, so d_value by at
+    # most lse_rounding · Σ_j p_ij |g_j| (the same sum with |g|).
+    (abs_sums,) = torch.autograd.grad(masked_block_attn_ref(*as64, *settings), as64[2],
+                                      grad_out.double().abs())
+    lse_rounding = lse[torch.isfinite(lse)].abs().max().item() * 2.0 ** -24
+    err = (got.double() - want).abs().max().item()
+    bound = 2 * (low.double() - want).abs().max().item() + lse_rounding * abs_sums.max().item()
+    assert err <= bound + 1e-6, f"d_value error {err:.3g} > {bound:.3g}"
+    if spread <= 1e2:
+        assert err <= 1e-4 * want.abs().max().item()
+
+
 @pytest.mark.parametrize("backend", ("cpu", "reference"))
 @pytest.mark.parametrize("fill", (float("nan"), float("inf"), -float("inf")))
 @pytest.mark.parametrize("direction, block_len, mask_kind",
