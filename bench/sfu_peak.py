@@ -93,7 +93,7 @@ def fwd_element(k, q, a, LOOP: tl.constexpr):
         if LOOP == 8:
             t = tanh_exact_fma(k + q)
         else:
-            t = tanh_f32(k + q, LOOP != 3)
+            t = tanh_f32(k + q, LOOP != 3, False)
         if LOOP == 4:
             p = exp2_poly(t * a - a)
         else:
@@ -121,8 +121,8 @@ def sfu_loop_kernel(q_ptr, out_ptr, steps, a, LOOP: tl.constexpr, BLOCK: tl.cons
         k1 = k1 + 0.0009765625
         k2 = k2 + 0.0009765625
         if LOOP == 0:
-            total1 += tanh_f32(k1 + q1, True)
-            total2 += tanh_f32(k2 + q2, True)
+            total1 += tanh_f32(k1 + q1, True, False)
+            total2 += tanh_f32(k2 + q2, True, False)
         elif LOOP == 1:
             total1 += tl.exp2(k1 * a - a)
             total2 += tl.exp2(k2 * a - a)

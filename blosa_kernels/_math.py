@@ -36,12 +36,15 @@ def tanh_exact_denominator(x):
 
 
 @triton.jit
-def tanh_f32(x, FAST: tl.constexpr):
+def tanh_f32(x, FAST: tl.constexpr, POLY: tl.constexpr):
     """tanh(x) in float32.
 
     FAST: the `tanh.approx.f32` instruction (one special-function op, max relative error about
     2^-11; GPU only). Otherwise 1 - 2 / tanh_exact_denominator(x): an exp2 and a reciprocal,
-    with an absolute error of a few float32 ulps of 1.
+    with an absolute error of a few float32 ulps of 1, and so a relative one of up to 1e-3 at
+    small |x|, which the score c·t multiplies by c: harmless up to c = 40, 0.06 in the exponent
+    at c = 1e6. POLY (the op sets it for scales above 40, configs.TANH_POLY_MIN_SCALE): |x| <
+    0.625 from tanh_odd_poly instead, so the error stays relative at every x.
     """
     if FAST:
         t = tl.inline_asm_elementwise(
@@ -49,7 +52,24 @@ def tanh_f32(x, FAST: tl.constexpr):
         )
     else:
         t = 1.0 - 2.0 / tanh_exact_denominator(x)
+        if POLY:
+            t = tl.where(tl.abs(x) < 0.625, tanh_odd_poly(x), t)
     return t
+
+
+@triton.jit
+def tanh_odd_poly(x):
+    """tanh(x) for |x| <= 0.625 as x + x^3·P(x^2), P of degree 4, evaluated by fma on the FMA pipe:
+    within 2^-23 of the result, relatively (test_poly_tanh_error_is_relative), where 1 - 2 /
+    (e^2x + 1) loses all but a few bits of a small tanh to the subtraction. Coefficients fitted
+    for relative error on that interval (Lawson's reweighted least squares in float64, as
+    exp2_poly's), then rounded to float32. Odd: tanh(-x) is -tanh(x) exactly."""
+    s = x * x
+    p = tl.fma(s, -5.7051936e-3, 2.0639267e-2)
+    p = tl.fma(p, s, -5.3739768e-2)
+    p = tl.fma(p, s, 1.3331443e-1)
+    p = tl.fma(p, s, -3.3333281e-1)
+    return tl.fma(x * s, p, x)
 
 
 @triton.jit

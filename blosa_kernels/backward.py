@@ -33,7 +33,8 @@ no atomics, bitwise-deterministic results.
 Arguments: pointers to contiguous [B, n, d] tensors (lse float32; d_head float32 but for the
 per-block kernel, which writes the input dtype), bias [d] (zeros
 when None), mask [B, n] uint8 (ones when None); n, d, r (the resolved block length), scalars
-c, 1/c and c·log2(e); DIR 0 forward / 1 backward / 2 diag / 3 all; FAST_TANH: tanh.approx.f32.
+c, 1/c and c·log2(e); DIR 0 forward / 1 backward / 2 diag / 3 all; FAST_TANH: tanh.approx.f32;
+TANH_POLY: the exact tanh with small |x| from a polynomial (scales above 40, _math.tanh_f32).
 """
 import triton
 import triton.language as tl
@@ -99,7 +100,7 @@ def bwd_blocks_kernel(
     grad_out, dep, head, value, bias, mask, out, lse, d_dep, d_head, d_value, d_bias_part,
     n, d, r, nblk, inv_c, c_log2e,
     DIR: tl.constexpr,
-    FAST_TANH: tl.constexpr,
+    FAST_TANH: tl.constexpr, TANH_POLY: tl.constexpr,
     ROW_AXIS: tl.constexpr,
     SAVED_LSE: tl.constexpr,
     FIXED_PIVOT: tl.constexpr,
@@ -168,7 +169,7 @@ def bwd_blocks_kernel(
         o_v = tl.zeros_like(o_i) + v
         allow = real_i & spread_blocks(real_j, ROW_AXIS)
         allow = allow & dir_allows(spread_offsets(o_w, ROW_AXIS), o_v, DIR)
-        t = tanh_f32(tanh_arg(b_dep, inv_c, spread_block_rows(b_q, ROW_AXIS)), FAST_TANH)
+        t = tanh_f32(tanh_arg(b_dep, inv_c, spread_block_rows(b_q, ROW_AXIS)), FAST_TANH, TANH_POLY)
         if SAVED_LSE:
             b_lse2 = spread_block_rows(raw_lse * LOG2E, ROW_AXIS)
             p = tl.where(allow[:, :, None], tl.exp2(tl.fma(t, c_log2e, -b_lse2)), 0.0)
@@ -199,7 +200,7 @@ def bwd_dq_kernel(
     grad_out, dep, head, value, bias, mask, out, lse, d_head,
     n, d, r, n_bucket, r_bucket, inv_c, c_log2e,
     DIR: tl.constexpr,
-    FAST_TANH: tl.constexpr,
+    FAST_TANH: tl.constexpr, TANH_POLY: tl.constexpr,
     BM: tl.constexpr, BD: tl.constexpr,
 ):
     # n_bucket, r_bucket: unused here; autotune keys. Key ranges as in fwd_rows_kernel.
@@ -231,7 +232,7 @@ def bwd_dq_kernel(
         if real_i:
             b_dep = raw_dep.to(tl.float32)
             b_val = raw_val.to(tl.float32)
-            t = tanh_f32(tanh_arg(b_dep[None, :], inv_c, b_q), FAST_TANH)
+            t = tanh_f32(tanh_arg(b_dep[None, :], inv_c, b_q), FAST_TANH, TANH_POLY)
             p = saved_probs(t, b_nlse2, c_log2e, i, inner_lo, inner_hi, m0, last, lo_j, hi_j, o_j,
                             DIR)
             vd = b_val[None, :] - b_os
@@ -248,7 +249,7 @@ def bwd_dkv_kernel(
     grad_out, dep, head, value, bias, mask, out, lse, d_dep, d_value,
     n, d, r, n_bucket, r_bucket, inv_c, c_log2e,
     DIR: tl.constexpr,
-    FAST_TANH: tl.constexpr,
+    FAST_TANH: tl.constexpr, TANH_POLY: tl.constexpr,
     BN: tl.constexpr, BD: tl.constexpr,
 ):
     # n_bucket, r_bucket: unused here; autotune keys. The roles of fwd_rows_kernel swapped: the
@@ -281,7 +282,7 @@ def bwd_dkv_kernel(
             b_g = raw_g.to(tl.float32)
             b_o = raw_o.to(tl.float32)
             b_nlse2 = -raw_lse * LOG2E
-            t = tanh_f32(tanh_arg(b_dep, inv_c, b_q[None, :]), FAST_TANH)
+            t = tanh_f32(tanh_arg(b_dep, inv_c, b_q[None, :]), FAST_TANH, TANH_POLY)
             p = saved_probs(t, b_nlse2[None, :], c_log2e, j, inner_lo, inner_hi, m0, last, lo_i,
                             hi_i, o_i, DIR)
             pg = p * b_g[None, :]
@@ -301,7 +302,7 @@ def bwd_fused_kernel(
     grad_out, dep, head, value, bias, mask, out, lse, d_head, sums,
     B, n, d, r, nblk, U, n_bucket, r_bucket, inv_c, c_log2e,
     DIR: tl.constexpr,
-    FAST_TANH: tl.constexpr,
+    FAST_TANH: tl.constexpr, TANH_POLY: tl.constexpr,
     TRIMMED: tl.constexpr, KEY_MASK: tl.constexpr,
     BM: tl.constexpr, BD: tl.constexpr,
 ):
@@ -323,18 +324,19 @@ def bwd_fused_kernel(
     if TRIMMED:
         b_dh = fused_keys_trimmed(dep, value, mask, sums, b_q, b_g, b_nlse2, b_os, B, n, d, b, u,
                                   m0, last, i_lo, i_hi, inner_lo, inner_hi, plane, o_k, m_k,
-                                  inv_c, c_log2e, DIR, FAST_TANH, KEY_MASK, BM)
+                                  inv_c, c_log2e, DIR, FAST_TANH, TANH_POLY, KEY_MASK, BM)
     else:
         b_dh = fused_keys(dep, value, mask, sums, b_q, b_g, b_nlse2, b_os, B, n, d, b, u, m0,
                           o_j, lo_j, hi_j, last, i_lo, i_hi, inner_lo, inner_hi, plane, o_k, m_k,
-                          inv_c, c_log2e, DIR, FAST_TANH, BM, BD)
+                          inv_c, c_log2e, DIR, FAST_TANH, TANH_POLY, BM, BD)
     store_result(d_head + p_j, b_dh, m_jk)
 
 
 @triton.jit
 def fused_keys(dep, value, mask, sums, b_q, b_g, b_nlse2, b_os, B, n, d, b, u, m0, o_j, lo_j,
                hi_j, last, i_lo, i_hi, inner_lo, inner_hi, plane, o_k, m_k, inv_c, c_log2e,
-               DIR: tl.constexpr, FAST_TANH: tl.constexpr, BM: tl.constexpr, BD: tl.constexpr):
+               DIR: tl.constexpr, FAST_TANH: tl.constexpr, TANH_POLY: tl.constexpr,
+               BM: tl.constexpr, BD: tl.constexpr):
     """bwd_fused_kernel's loop over the keys of its query tile: d_head [BM, BD] (float32), and
     each key's parts of d_dep and d_value stored into the tile's plane of `sums`."""
     b_pwv = tl.zeros([BM, BD], dtype=tl.float32)
@@ -350,7 +352,7 @@ def fused_keys(dep, value, mask, sums, b_q, b_g, b_nlse2, b_os, B, n, d, b, u, m
         if real_i:  # a padding key's parts are never read (bwd_dkv_sums_kernel zeroes it)
             b_dep = raw_dep.to(tl.float32)
             b_val = raw_val.to(tl.float32)
-            t = tanh_f32(tanh_arg(b_dep[None, :], inv_c, b_q), FAST_TANH)
+            t = tanh_f32(tanh_arg(b_dep[None, :], inv_c, b_q), FAST_TANH, TANH_POLY)
             p = saved_probs(t, b_nlse2, c_log2e, i, inner_lo, inner_hi, m0, last, lo_j, hi_j, o_j,
                             DIR)
             vd = b_val[None, :] - b_os
@@ -372,8 +374,8 @@ def fused_keys(dep, value, mask, sums, b_q, b_g, b_nlse2, b_os, B, n, d, b, u, m
 @triton.jit
 def fused_keys_trimmed(dep, value, mask, sums, b_q, b_g, b_nlse2, b_os, B, n, d, b, u, m0, last,
                        i_lo, i_hi, inner_lo, inner_hi, plane, o_k, m_k, inv_c, c_log2e,
-                       DIR: tl.constexpr, FAST_TANH: tl.constexpr, KEY_MASK: tl.constexpr,
-                       BM: tl.constexpr):
+                       DIR: tl.constexpr, FAST_TANH: tl.constexpr, TANH_POLY: tl.constexpr,
+                       KEY_MASK: tl.constexpr, BM: tl.constexpr):
     """fused_keys with fewer instructions a key:
     - g folded into p first: pg = p g, and d_head = sum pg w vd - (sum pg vd)(sum p w), so
       each element's terms take one multiply fewer than fused_keys' g (sum p w vd -
@@ -400,7 +402,7 @@ def fused_keys_trimmed(dep, value, mask, sums, b_q, b_g, b_nlse2, b_os, B, n, d,
         if real_i:
             b_dep = raw_dep.to(tl.float32)
             b_val = raw_val.to(tl.float32)
-            t = tanh_f32(tanh_arg(b_dep[None, :], inv_c, b_q), FAST_TANH)
+            t = tanh_f32(tanh_arg(b_dep[None, :], inv_c, b_q), FAST_TANH, TANH_POLY)
             p = block_tile_probs(t, b_nlse2, c_log2e, i, inner_lo, inner_hi, m0, last, BM, DIR)
             vd = b_val[None, :] - b_os
             w = 1.0 - t * t

@@ -62,9 +62,12 @@ def cases():
     from blosa_kernels import backward, configs, forward, pairs
 
     flags = dict(DIR=0)
+    # The kernels that compute tanh, as launched up to c = 40: TANH_POLY (its exact form's small
+    # |x| from a polynomial, above that scale) in the cases at the end.
+    tanh = dict(flags, TANH_POLY=False)
     # The per-block kernels in the arrangement this triton runs, and (once) in the other one.
-    ax = dict(flags, ROW_AXIS=configs.BLOCK_ROW_AXIS)
-    other = dict(flags, ROW_AXIS=1 - configs.BLOCK_ROW_AXIS)
+    ax = dict(tanh, ROW_AXIS=configs.BLOCK_ROW_AXIS)
+    other = dict(tanh, ROW_AXIS=1 - configs.BLOCK_ROW_AXIS)
     lse, no_lse = dict(WRITE_LSE=True), dict(WRITE_LSE=False)
     # First, so that the autotune configs compile on it: the forward of a bfloat16 training step
     # at r = 8 (no lse, no mask, bench/RESULTS.md); then others, with a mask (MASKED: padding
@@ -82,7 +85,7 @@ def cases():
     # The per-pair kernels: first a bfloat16 training step at r = 8 (its forward without lse, its
     # backward recomputing it), with a mask, then without one in whole blocks (DENSE: the
     # benchmark's), then lse, the running max, short blocks (R = 4, 1), every direction.
-    pair = dict(flags, FIXED_PIVOT=True, DENSE=False, INDEX64=False, R=8, BLOCK=128, D=0)
+    pair = dict(tanh, FIXED_PIVOT=True, DENSE=False, INDEX64=False, R=8, BLOCK=128, D=0)
     fwd_pair = bwd_pair = dict(pair, RCP_STEPS=0)
     yield pairs.fwd_pairs_kernel, "bf16", dict(fwd_pair, **no_lse, FAST_TANH=True)
     yield pairs.fwd_pairs_kernel, "bf16", dict(fwd_pair, **no_lse, FAST_TANH=True, DENSE=True)
@@ -117,7 +120,7 @@ def cases():
                                                R=4, D=37)
     # First, for the autotune configs: the one-block forward of a bfloat16 training step (lse
     # written for the row-tile backward), the benchmark's.
-    rows = dict(flags, POLY_EXP2=False)
+    rows = dict(tanh, POLY_EXP2=False)
     yield forward.fwd_rows_kernel, "bf16", dict(rows, **lse, FAST_TANH=True, FIXED_PIVOT=True, BM=64, BD=64)
     yield forward.fwd_rows_kernel, "fp16", dict(rows, **lse, DIR=1, FAST_TANH=True, FIXED_PIVOT=True, BM=64,
                                                 BD=64)
@@ -137,13 +140,13 @@ def cases():
     yield backward.bwd_blocks_kernel, "bf16", dict(ax, **saved, FAST_TANH=True, R=8, TILE=64, BD=32)
     # float32 first: the autotune configs compile on a kernel's first case, and the split
     # backward kernels' loops compare best in one dtype (bwd_dkv_kernel's too).
-    yield backward.bwd_dq_kernel, "fp32", dict(flags, FAST_TANH=False, BM=64, BD=32)
-    yield backward.bwd_dq_kernel, "fp16", dict(flags, DIR=2, FAST_TANH=True, BM=64, BD=64)
-    yield backward.bwd_dkv_kernel, "fp32", dict(flags, DIR=1, FAST_TANH=False, BN=64, BD=32)
+    yield backward.bwd_dq_kernel, "fp32", dict(tanh, FAST_TANH=False, BM=64, BD=32)
+    yield backward.bwd_dq_kernel, "fp16", dict(tanh, DIR=2, FAST_TANH=True, BM=64, BD=64)
+    yield backward.bwd_dkv_kernel, "fp32", dict(tanh, DIR=1, FAST_TANH=False, BN=64, BD=32)
     # First, for the autotune configs: the fused backward of the benchmark's bfloat16 one-block
     # training step (the one its register cap is for, configs.FUSED_MAXNREG).
-    plain = dict(flags, TRIMMED=False, KEY_MASK=True)
-    trimmed = dict(flags, TRIMMED=True, KEY_MASK=False)
+    plain = dict(tanh, TRIMMED=False, KEY_MASK=True)
+    trimmed = dict(tanh, TRIMMED=True, KEY_MASK=False)
     yield backward.bwd_fused_kernel, "bf16", dict(plain, FAST_TANH=True, BM=64, BD=64)
     yield backward.bwd_fused_kernel, "fp32", dict(plain, FAST_TANH=False, BM=64, BD=32)
     yield backward.bwd_fused_kernel, "bf16", dict(plain, DIR=2, FAST_TANH=True, BM=64, BD=64)
@@ -160,6 +163,20 @@ def cases():
     yield backward.bwd_fused_kernel, "fp16", dict(plain, B=1, nblk=1, U=1, FAST_TANH=True, BM=64, BD=32)
     yield backward.bwd_fused_kernel, "bf16", dict(trimmed, B=1, nblk=1, U=1, FAST_TANH=True, BM=64, BD=32)
     yield backward.bwd_dkv_sums_kernel, "bf16", dict(flags, B=1, U=1, QT=64, TRIMMED=False, BN=32, BD=32)
+    # Scales above 40 in float32 (TANH_POLY; last, so that the binaries above keep their names):
+    # every kernel that computes tanh, the forwards at the running max, the backwards with a
+    # saved lse and, for the short blocks, recomputing it.
+    poly = dict(TANH_POLY=True, FAST_TANH=False, FIXED_PIVOT=False)
+    yield forward.fwd_blocks_kernel, "fp32", dict(ax, **lse, **poly, MASKED=True, R=8, TILE=64, BD=64)
+    yield pairs.fwd_pairs_kernel, "fp32", dict(fwd_pair, **lse, **poly)
+    yield forward.fwd_rows_kernel, "fp32", dict(rows, **lse, **poly, BM=64, BD=64)
+    yield backward.bwd_blocks_kernel, "fp32", dict(ax, **poly, SAVED_LSE=False, R=16, TILE=64, BD=32)
+    yield pairs.bwd_pairs_kernel, "fp32", dict(bwd_pair, **poly, SAVED_LSE=False)
+    poly.pop("FIXED_PIVOT")
+    yield backward.bwd_dq_kernel, "fp32", dict(tanh, **poly, BM=64, BD=32)
+    yield backward.bwd_dkv_kernel, "fp32", dict(tanh, **poly, BN=64, BD=32)
+    yield backward.bwd_fused_kernel, "fp32", dict(plain, **poly, BM=64, BD=32)
+    yield backward.bwd_fused_kernel, "fp32", dict(trimmed, **poly, KEY_MASK=True, BM=64, BD=32)
 
 
 def named_cases():

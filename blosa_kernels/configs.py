@@ -160,6 +160,11 @@ FIXED_PIVOT_MAX_SCALE = 40.0
 # tanh.approx.f32 (one special-function op) for these input dtypes; float32 keeps the accurate
 # exp2-based tanh. Ignored in the interpreter, which cannot run inline PTX.
 FAST_TANH_DTYPES = ("float16", "bfloat16")
+# Above this scale the exact exp2-based tanh takes |x| < 0.625 from a polynomial (TANH_POLY,
+# _math.tanh_f32): its absolute error of a few ulps of 1 is c times that in the score c·t, under
+# 1e-5 up to c = 40 but 0.06 at c = 1e6. The same limit as the fixed pivot's, whose kernels
+# compile apart anyway. (tanh.approx.f32's error is relative already.)
+TANH_POLY_MIN_SCALE = FIXED_PIVOT_MAX_SCALE
 
 
 def _block_row_axis(version: str) -> int:

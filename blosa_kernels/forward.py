@@ -19,7 +19,8 @@ Two tilings (neither holds an r x r x d or n x n x d tensor; extra memory is the
 Arguments: pointers to contiguous [B, n, d] tensors (lse and d_head float32), bias [d] (zeros
 when None), mask [B, n] uint8 (ones when None; fwd_blocks_kernel's MASKED: a mask was given,
 zero its padding keys' rows); n, d, r (the resolved block length), scalars c, 1/c and
-c·log2(e); DIR 0 forward / 1 backward / 2 diag / 3 all; FAST_TANH: tanh.approx.f32;
+c·log2(e); DIR 0 forward / 1 backward / 2 diag / 3 all; FAST_TANH: tanh.approx.f32; TANH_POLY:
+the exact tanh with small |x| from a polynomial (scales above 40, _math.tanh_f32);
 fwd_rows_kernel's POLY_EXP2: at the fixed pivot, every other key's exp2 from exp2_poly on the
 FMA pipe (configs.rows_poly_exp2).
 """
@@ -51,7 +52,8 @@ def fwd_blocks_kernel(
     dep, head, value, bias, mask, out, lse,
     n, d, r, nblk, c, inv_c, c_log2e,
     DIR: tl.constexpr,
-    FIXED_PIVOT: tl.constexpr, FAST_TANH: tl.constexpr, WRITE_LSE: tl.constexpr,
+    FIXED_PIVOT: tl.constexpr, FAST_TANH: tl.constexpr, TANH_POLY: tl.constexpr,
+    WRITE_LSE: tl.constexpr,
     ROW_AXIS: tl.constexpr, MASKED: tl.constexpr,
     R: tl.constexpr, TILE: tl.constexpr, BD: tl.constexpr,
 ):
@@ -116,7 +118,7 @@ def fwd_blocks_kernel(
         o_u = tl.zeros_like(o_j) + u
         allow = real_j & spread_blocks(raw_real != 0, ROW_AXIS)
         allow = allow & dir_allows(o_u, spread_offsets(o_v, ROW_AXIS), DIR)
-        t = tanh_f32(tanh_arg(b_dep, inv_c, b_q), FAST_TANH)
+        t = tanh_f32(tanh_arg(b_dep, inv_c, b_q), FAST_TANH, TANH_POLY)
         b_sum, b_acc, b_m = online_softmax_step(b_sum, b_acc, b_m, t, b_val, allow[:, :, None],
                                                 c_log2e, FIXED_PIVOT)
 
@@ -129,7 +131,8 @@ def fwd_blocks_kernel(
 @triton.jit
 def rows_fixed_pivot_step(i, i_hi, m_ptr, dep_ptr, val_ptr, real_i, raw_dep, raw_val, b_q, b_sum,
                           b_acc, d, m_k, inv_c, c_log2e, lo_j, hi_j, o_j, inner_lo, inner_hi, m0,
-                          last, DIR: tl.constexpr, FAST_TANH: tl.constexpr, POLY: tl.constexpr):
+                          last, DIR: tl.constexpr, FAST_TANH: tl.constexpr,
+                          TANH_POLY: tl.constexpr, POLY: tl.constexpr):
     """fwd_rows_kernel's fixed-pivot step for streamed key i (as loaded: real_i, raw_dep,
     raw_val): loads key i + 1 (the pointers moved by row_step) and adds key i to the tile's sum
     and acc, p from the special-function unit's exp2, or (POLY) from exp2_poly on the FMA
@@ -144,7 +147,7 @@ def rows_fixed_pivot_step(i, i_hi, m_ptr, dep_ptr, val_ptr, real_i, raw_dep, raw
     if real_i:
         b_dep = raw_dep.to(tl.float32)
         b_val = raw_val.to(tl.float32)
-        t = tanh_f32(tanh_arg(b_dep[None, :], inv_c, b_q), FAST_TANH)
+        t = tanh_f32(tanh_arg(b_dep[None, :], inv_c, b_q), FAST_TANH, TANH_POLY)
         if spans_tile(i, inner_lo, inner_hi, m0, last, DIR):
             if POLY:
                 p = exp2_poly(tl.fma(t, c_log2e, -c_log2e))
@@ -167,7 +170,8 @@ def fwd_rows_kernel(
     dep, head, value, bias, mask, out, lse,
     n, d, r, n_bucket, r_bucket, c, inv_c, c_log2e,
     DIR: tl.constexpr,
-    FIXED_PIVOT: tl.constexpr, FAST_TANH: tl.constexpr, WRITE_LSE: tl.constexpr,
+    FIXED_PIVOT: tl.constexpr, FAST_TANH: tl.constexpr, TANH_POLY: tl.constexpr,
+    WRITE_LSE: tl.constexpr,
     POLY_EXP2: tl.constexpr,
     BM: tl.constexpr, BD: tl.constexpr,
 ):
@@ -201,25 +205,25 @@ def fwd_rows_kernel(
                 rows_fixed_pivot_step(i, i_hi, m_ptr, dep_ptr, val_ptr, nxt_real, nxt_dep,
                                       nxt_val, b_q, b_sum, b_acc, d, m_k, inv_c, c_log2e, lo_j,
                                       hi_j, o_j, inner_lo, inner_hi, m0, last, DIR, FAST_TANH,
-                                      False))
+                                      TANH_POLY, False))
             m_ptr, dep_ptr, val_ptr, nxt_real, nxt_dep, nxt_val, b_sum, b_acc = (
                 rows_fixed_pivot_step(i + 1, i_hi, m_ptr, dep_ptr, val_ptr, nxt_real, nxt_dep,
                                       nxt_val, b_q, b_sum, b_acc, d, m_k, inv_c, c_log2e, lo_j,
                                       hi_j, o_j, inner_lo, inner_hi, m0, last, DIR, FAST_TANH,
-                                      True))
+                                      TANH_POLY, True))
         if (i_hi > i_lo) & ((i_hi - i_lo) % 2 == 1):
             m_ptr, dep_ptr, val_ptr, nxt_real, nxt_dep, nxt_val, b_sum, b_acc = (
                 rows_fixed_pivot_step(i_hi - 1, i_hi, m_ptr, dep_ptr, val_ptr, nxt_real,
                                       nxt_dep, nxt_val, b_q, b_sum, b_acc, d, m_k, inv_c,
                                       c_log2e, lo_j, hi_j, o_j, inner_lo, inner_hi, m0, last, DIR,
-                                      FAST_TANH, False))
+                                      FAST_TANH, TANH_POLY, False))
     elif FIXED_PIVOT:
         for i in range(i_lo, i_hi):
             m_ptr, dep_ptr, val_ptr, nxt_real, nxt_dep, nxt_val, b_sum, b_acc = (
                 rows_fixed_pivot_step(i, i_hi, m_ptr, dep_ptr, val_ptr, nxt_real, nxt_dep,
                                       nxt_val, b_q, b_sum, b_acc, d, m_k, inv_c, c_log2e, lo_j,
                                       hi_j, o_j, inner_lo, inner_hi, m0, last, DIR, FAST_TANH,
-                                      False))
+                                      TANH_POLY, False))
     else:
         for i in range(i_lo, i_hi):
             real_i, raw_dep, raw_val = nxt_real, nxt_dep, nxt_val
@@ -229,7 +233,7 @@ def fwd_rows_kernel(
             if real_i:  # a padding key is skipped by every query
                 b_dep = raw_dep.to(tl.float32)
                 b_val = raw_val.to(tl.float32)
-                t = tanh_f32(tanh_arg(b_dep[None, :], inv_c, b_q), FAST_TANH)
+                t = tanh_f32(tanh_arg(b_dep[None, :], inv_c, b_q), FAST_TANH, TANH_POLY)
                 allow = pairs_with(i, lo_j, hi_j, o_j, DIR)
                 b_sum, b_acc, b_m = online_softmax_step(b_sum, b_acc, b_m, t, b_val[None, :],
                                                         allow[:, None], c_log2e, False)

@@ -123,9 +123,11 @@ class _Launch:
         self.index64 = self.elements > configs.PAIRS_INDEX32_MAX
         scale = float(scale)
         self.c, self.inv_c, self.c_log2e = scale, 1.0 / scale, scale * math.log2(math.e)
+        fast_tanh = (not configs.INTERPRET) and self.dtype_name in configs.FAST_TANH_DTYPES
         self.flags = dict(
             DIR=DIRECTION_CODE[direction],
-            FAST_TANH=(not configs.INTERPRET) and self.dtype_name in configs.FAST_TANH_DTYPES,
+            FAST_TANH=fast_tanh,
+            TANH_POLY=not fast_tanh and scale > configs.TANH_POLY_MIN_SCALE,
         )
         self.buckets = (1 << max(int(n) - 1, 0).bit_length(), self.R)
 

@@ -143,7 +143,8 @@ def fwd_pairs_kernel(
     dep, head, value, bias, mask, out, lse,
     n, d, r, nblk, total, c, inv_c, c_log2e,
     DIR: tl.constexpr,
-    FIXED_PIVOT: tl.constexpr, FAST_TANH: tl.constexpr, WRITE_LSE: tl.constexpr,
+    FIXED_PIVOT: tl.constexpr, FAST_TANH: tl.constexpr, TANH_POLY: tl.constexpr,
+    WRITE_LSE: tl.constexpr,
     DENSE: tl.constexpr, INDEX64: tl.constexpr, RCP_STEPS: tl.constexpr,
     R: tl.constexpr, BLOCK: tl.constexpr, D: tl.constexpr,
 ):
@@ -175,7 +176,7 @@ def fwd_pairs_kernel(
         for u in tl.static_range(R):
             if pair_allowed(u, v, DIR):
                 allow = reals[u] & real_v
-                t = tanh_f32(tanh_arg(b_q, inv_c, deps[u]), FAST_TANH)
+                t = tanh_f32(tanh_arg(b_q, inv_c, deps[u]), FAST_TANH, TANH_POLY)
                 b_sum, b_acc, b_m = online_softmax_step(b_sum, b_acc, b_m, t, vals[u], allow,
                                                         c_log2e, FIXED_PIVOT)
         b_out, b_lse = softmax_result(b_sum, b_acc, b_m, b_sum > 0.0, c, FIXED_PIVOT, RCP_STEPS)
@@ -187,7 +188,8 @@ def fwd_pairs_kernel(
 @triton.jit
 def query_probs(deps, reals, real_v, b_q, b_nlse2, inv_c, c_log2e, v: tl.constexpr,
                 DIR: tl.constexpr, R: tl.constexpr, FAST_TANH: tl.constexpr,
-                SAVED_LSE: tl.constexpr, FIXED_PIVOT: tl.constexpr, RCP_STEPS: tl.constexpr):
+                TANH_POLY: tl.constexpr, SAVED_LSE: tl.constexpr, FIXED_PIVOT: tl.constexpr,
+                RCP_STEPS: tl.constexpr):
     """Query v's t = tanh(z / c) with each key of its block and its softmax probabilities as
     p = e · inv: two tuples of R [BLOCK] tiles, t and e (b_q where the direction forbids the
     pair: never read), and inv [BLOCK]. With the saved lse (b_nlse2 = -lse·log2(e)) e is p and
@@ -201,7 +203,7 @@ def query_probs(deps, reals, real_v, b_q, b_nlse2, inv_c, c_log2e, v: tl.constex
     m2 = tl.full(b_q.shape, -1.0, dtype=tl.float32) * c_log2e
     for u in tl.static_range(R):
         if pair_allowed(u, v, DIR):
-            t = tanh_f32(tanh_arg(b_q, inv_c, deps[u]), FAST_TANH)
+            t = tanh_f32(tanh_arg(b_q, inv_c, deps[u]), FAST_TANH, TANH_POLY)
             ts = ts + (t,)
             if not SAVED_LSE and not FIXED_PIVOT:
                 m2 = tl.where(reals[u] & real_v, tl.maximum(m2, t * c_log2e), m2)
@@ -238,7 +240,7 @@ def bwd_pairs_kernel(
     grad_out, dep, head, value, bias, mask, out, lse, d_dep, d_head, d_value, d_bias_part,
     n, d, r, nblk, total, inv_c, c_log2e,
     DIR: tl.constexpr,
-    FAST_TANH: tl.constexpr,
+    FAST_TANH: tl.constexpr, TANH_POLY: tl.constexpr,
     SAVED_LSE: tl.constexpr,
     FIXED_PIVOT: tl.constexpr,
     DENSE: tl.constexpr, INDEX64: tl.constexpr, RCP_STEPS: tl.constexpr,
@@ -289,7 +291,7 @@ def bwd_pairs_kernel(
         else:
             b_nlse2 = b_q  # unused
         ts, es, inv = query_probs(deps, reals, real_v, b_q, b_nlse2, inv_c, c_log2e, v, DIR, R,
-                                  FAST_TANH, SAVED_LSE, FIXED_PIVOT, RCP_STEPS)
+                                  FAST_TANH, TANH_POLY, SAVED_LSE, FIXED_PIVOT, RCP_STEPS)
         # The query's output recomputed in float32 from the keys held here, not read from the
         # saved `out` (rounded to the input dtype: its error would be summed into d_bias).
         b_o = tl.zeros_like(b_q)

@@ -263,6 +263,36 @@ def test_scales(request, scale, path):
     compare(2, 24, 7, block_len, "forward", "holes", True, scale, seed=int(scale * 10))
 
 
+@pytest.mark.parametrize("scale", [1e3, 1e6, 1e12])
+@pytest.mark.parametrize("path", ["default", "per-block", "rows", "fused", "trimmed"])
+def test_large_scales(request, scale, path):
+    # c·tanh(z / c) -> z: the exact tanh's absolute error of a few ulps of 1 would be c times
+    # that in the score (each case fails without TANH_POLY); its polynomial keeps the error
+    # relative, a few ulps of |s| <= |z| < 20 for these inputs, which float32_atol(20) holds.
+    use_path(request, path)
+    block_len = 8 if path in ("default", "per-block") else 0
+    inputs = make_inputs(2, 24, 7, "holes", True, seed_of("large", scale, path), torch.float32, DEVICE)
+    settings = (block_len, "all", scale)
+    got = run(masked_block_attn_triton, *inputs, *settings)
+    check(("large scale", path, scale), got, reference64(*inputs, *settings), scale=20.0)
+
+
+def test_exact_tanh_takes_its_polynomial_only_above_forty(monkeypatch):
+    # The kernels' flags: TANH_POLY for the exact tanh at scales above the fixed pivot's limit,
+    # never with tanh.approx (configs.FAST_TANH_DTYPES, on a GPU) and never at c <= 40, whose
+    # kernels are those of before it.
+    seen = record_launches(monkeypatch, "TANH_POLY")
+    inputs = make_inputs(1, 9, 4, "none", True, 3, torch.float32, DEVICE)
+    for scale in (5.0, 40.0, 40.5, 1e6):
+        run(masked_block_attn_triton, *inputs, 4, "forward", scale)
+        assert seen and all(poly == (scale > 40) for _, poly in seen), (scale, seen)
+        seen.clear()
+    if HAS_CUDA:
+        half = [t.bfloat16() if t is not None and t.is_floating_point() else t for t in inputs]
+        run(masked_block_attn_triton, *half, 4, "forward", 1e6)
+        assert seen and not any(poly for _, poly in seen)
+
+
 @pytest.mark.parametrize("path", ["default", "per-block", "rows", "fused"])
 def test_bias_sum_forms(monkeypatch, request, path):
     # configs.BIAS_SUM: d_bias as a product with ones ("mv", the default) or by ATen's sum

@@ -25,7 +25,9 @@ def float32_atol(scale: float) -> float:
     5e-7, the most test_triton_math.py's analysis expects, gives up to 4.3e-5 at c = 40 and
     1.23e-4 at c = 100 (beyond rtol; worst of 300 draws: `python
     tests/triton/test_triton_tolerance.py`), against 8e-5 and 1.7e-4 here. The interpreter's
-    numpy math is correctly rounded, so on CPU the errors stay near 1e-6.
+    numpy math is correctly rounded, so on CPU the errors stay near 1e-6. Above c = 40 the
+    kernels' tanh error is relative (TANH_POLY: a few ulps of |s|, not of c), so there this bound
+    is loose; test_large_scales judges scales up to 1e12 by that of c = 20, their inputs' |z|.
     """
     return 2e-5 + 1.5e-6 * scale
 
