@@ -1,8 +1,9 @@
-"""The float32 tanh of the Triton kernels (blosa_kernels._math.tanh_f32 without FAST), alone,
-the candidate reciprocal that bench/sfu_peak.py times for it, and the Newton reciprocal of the
-per-pair kernels' sums (_math.reciprocal_newton, configs.PAIRS_RECIPROCAL = "newton") and the
-polynomial exp2 of the row-tile forward (_math.exp2_poly, configs.ROWS_EXP2 = "half-poly"), and
-the conversion of every result the kernels store in 16 bits (_math.store_result).
+"""The float32 tanh of the Triton kernels (blosa_kernels._math.tanh_f32 without FAST, with POLY and
+without), alone, the candidate reciprocal that bench/sfu_peak.py times for it, and the Newton
+reciprocal of the per-pair kernels' sums (_math.reciprocal_newton, configs.PAIRS_RECIPROCAL =
+"newton") and the polynomial exp2 of the row-tile forward (_math.exp2_poly, configs.ROWS_EXP2 =
+"half-poly"), and the conversion of every result the kernels store in 16 bits
+(_math.store_result).
 
 Every float32 call on a GPU, and every call in the interpreter, computes its scores with tanh_f32,
 so the op's tests check it through the outputs; this checks its error directly, against float64,
@@ -97,8 +98,8 @@ def test_exact_tanh_is_within_a_few_ulps_of_one(poly):
 
 def test_poly_tanh_error_is_relative():
     # What large scales need (the score c·t multiplies t's error by c): with POLY, |x| < 0.625
-    # within 2 ulps of the result (FMAs only, no special-function op), and beyond it the exact
-    # form's TANH_ATOL relative to tanh(0.625). Without POLY the small |x| fail.
+    # within 2^-23 of the result, relatively (FMAs only, no special-function op), and beyond it
+    # the exact form's TANH_ATOL relative to tanh(0.625). Without POLY the small |x| fail.
     gen = torch.Generator().manual_seed(int(torch.randint(0, 2**31, ()).item()))
     x32 = _tanh_arguments(gen)
     want = torch.tanh(x32.double())
