@@ -70,11 +70,11 @@ def test_running_maximum_backward_error_is_the_rounding_of_lse(direction, block_
     (got,) = torch.autograd.grad(out, value, grad_out)
     (low,) = torch.autograd.grad(masked_block_attn_ref(dep, head, value, *settings), value, grad_out)
     as64 = [t.detach().double().requires_grad_() for t in (dep, head, value)]
-    (want,) = torch.autograd.grad(masked_block_attn_ref(*as64, *settings), as64[2], grad_out.double())
+    ref64 = masked_block_attn_ref(*as64, *settings)
+    (want,) = torch.autograd.grad(ref64, as64[2], grad_out.double(), retain_graph=True)
     # d_value_i = Σ_j p_ij g_j: each p off by at most lse_rounding relative, so d_value by at
     # most lse_rounding · Σ_j p_ij |g_j| (the same sum with |g|).
-    (abs_sums,) = torch.autograd.grad(masked_block_attn_ref(*as64, *settings), as64[2],
-                                      grad_out.double().abs())
+    (abs_sums,) = torch.autograd.grad(ref64, as64[2], grad_out.double().abs())
     lse_rounding = lse[torch.isfinite(lse)].abs().max().item() * 2.0 ** -24
     err = (got.double() - want).abs().max().item()
     bound = 2 * (low.double() - want).abs().max().item() + lse_rounding * abs_sums.max().item()

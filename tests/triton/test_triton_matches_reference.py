@@ -31,12 +31,14 @@ def check(case, got, want, scale=5.0):
         torch.testing.assert_close(g.cpu().double(), w, atol=atol, rtol=RTOL, msg=lambda m: f"{case} {name}: {m}")
 
 
-def compare(B, n, d, block_len, direction, mask_kind, bias, scale, seed):
+def compare(B, n, d, block_len, direction, mask_kind, bias, scale, seed, atol_scale=None):
+    """atol_scale: the scale whose float32_atol judges the results (default `scale`)."""
     inputs = make_inputs(B, n, d, mask_kind, bias, seed, torch.float32, DEVICE)
     settings = (block_len, direction, scale)
     got = run(masked_block_attn_triton, *inputs, *settings)
     want = reference64(*inputs, *settings)
-    check((B, n, d, block_len, direction, mask_kind, bias, scale), got, want, scale)
+    check((B, n, d, block_len, direction, mask_kind, bias, scale), got, want,
+          scale if atol_scale is None else atol_scale)
 
 
 # n = 13: block_len 1, 3, 5 (does not divide 13), 13 (= n), 20 (> n), 0 (one block).
@@ -271,10 +273,8 @@ def test_large_scales(request, scale, path):
     # relative, a few ulps of |s| <= |z| < 20 for these inputs, which float32_atol(20) holds.
     use_path(request, path)
     block_len = 8 if path in ("default", "per-block") else 0
-    inputs = make_inputs(2, 24, 7, "holes", True, seed_of("large", scale, path), torch.float32, DEVICE)
-    settings = (block_len, "all", scale)
-    got = run(masked_block_attn_triton, *inputs, *settings)
-    check(("large scale", path, scale), got, reference64(*inputs, *settings), scale=20.0)
+    compare(2, 24, 7, block_len, "all", "holes", True, scale, seed_of("large", scale, path),
+            atol_scale=20.0)
 
 
 def test_exact_tanh_takes_its_polynomial_only_above_forty(monkeypatch):
