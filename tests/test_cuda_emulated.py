@@ -10,6 +10,7 @@ Outputs start as NaN, so an element that no thread writes fails.
 """
 from __future__ import annotations
 
+import random
 from pathlib import Path
 
 import pytest
@@ -572,6 +573,37 @@ def test_staged_forward_runs(emulated):
                              staged=True)
     stream, _ = run_emulated(emulated, inputs, mask, grad_out, torch.float32, settings, 8)
     assert not torch.equal(staged[0], stream[0])
+
+
+@pytest.mark.parametrize("case", range(80))
+def test_random_switch_combinations(emulated, case):
+    # The tests above vary one tuning switch at a time; here every switch, shape, dtype, mask
+    # and scale is drawn at once, so that the switches' interactions (staged and persistent,
+    # two features a thread and one-pass column sums, ...) are checked too: on every call, the
+    # dispatch honours what applies and ignores the rest. A third of the cases are calls the
+    # dense kernels may take (no mask, whole blocks of 8, the forward without lse, c <= 40),
+    # which a free draw would seldom give. float16/bfloat16 get d >= 33: the 2x rule is a
+    # statistic over many elements, and with a handful the reference in that dtype can be right
+    # by chance (d = 1, r = 4: over 2x in 47 of 300 draws, recomputing or not).
+    rng = random.Random(f"switches-{case}")
+    dtype = rng.choice((torch.float64, torch.float32, torch.bfloat16, torch.float16))
+    small = dtype in (torch.float64, torch.float32)
+    d = rng.choice((1, 5, 32, 33, 70) if small else (33, 64, 70))
+    if rng.random() < 1 / 3:
+        n, block_len, mask_kind, recompute = rng.choice((8, 16, 64)), 8, "none", True
+        scale = rng.choice((0.3, 5.0, 40.0, rng.uniform(0.1, 40.0)))
+    else:
+        n = rng.choice((1, 2, 7, 9, 16, 17, 33, 65, 100))
+        block_len = rng.choice((0, 1, 2, 3, 4, 5, 7, 8, 9, 13, 64, n, n + 1))
+        mask_kind, recompute = rng.choice(MASK_KINDS), rng.random() < 0.4
+        scale = rng.choice((0.3, 5.0, 40.0, 41.0, rng.uniform(0.1, 200.0)))
+    check(emulated, dtype, rng.choice(DIRECTIONS), n, block_len, mask_kind, rng.choice(TILES),
+          B=rng.randint(1, 3), d=d, scale=scale, spread=min(scale, rng.choice((0.5, 2.0, 8.0))),
+          fused=rng.random() < 0.5, staged=rng.random() < 0.5, recompute=recompute,
+          small_vec=rng.choice((1, 2)), persistent=rng.choice((0, 1, 3)),
+          small_dense=rng.random() < 0.7, small_loads_first=rng.random() < 0.5,
+          small_fma_reciprocal=rng.random() < 0.5, column_sums_one_pass=rng.random() < 0.5,
+          small_staged=rng.random() < 0.5, small_staged_blocks=rng.choice((1, 2, 8)))
 
 
 @pytest.mark.parametrize("n, d", [(1, 1), (1, 5), (2, 3), (9, 1), (64, 33), (129, 3)])
