@@ -7,8 +7,9 @@ TORCH    ?= torch==2.14.1
 NUMPY    ?= numpy
 # wheel: a new venv starts with setuptools 65, which torch 2.11 keeps (it pins setuptools < 82),
 # and setuptools before 70.1 builds the extension only with wheel installed.
-# onnx, onnxscript, onnxruntime: tests/test_onnx.py (blosa.onnx).
-DEV_DEPS := $(NUMPY) tqdm matplotlib pytest pytest-benchmark ninja wheel onnx onnxscript onnxruntime
+# onnx, onnxscript, onnxruntime: tests/test_onnx.py (blosa.onnx). pytest-xdist: TEST_JOBS.
+DEV_DEPS := $(NUMPY) tqdm matplotlib pytest pytest-benchmark pytest-xdist ninja wheel onnx onnxscript \
+            onnxruntime
 # The oldest torch the README supports, which the lent GPU machines run (2.11, with triton 3.6:
 # `make test-torch-min`). numpy~=2.3.0: triton's interpreter before 3.7 fails on numpy 2.4.
 TORCH_MIN ?= torch==2.11.0
@@ -26,13 +27,23 @@ CUDA_HOME ?= $(NVCC_CUDA)
 export CUDA_HOME
 endif
 
+# Test processes a suite runs in (pytest-xdist; 0: pytest's own only). Nearly every test is one
+# core's Python work (the Triton interpreter's most of all), so CI's two cores take two. A test
+# file runs whole in one process (--dist loadfile), so that a module fixture that compiles (the
+# CUDA emulation, compile_check's kernels, the deployed program) compiles once.
+TEST_JOBS ?= 2
+PYTEST    := $(PY) -m pytest -q -n $(TEST_JOBS) --dist loadfile
+
 SOURCES := setup.py $(wildcard csrc/*.h csrc/*.cpp csrc/cpu/* csrc/cuda/*)
 
 .PHONY: setup build test test-triton test-torch-min demo bench gpu-check clean
 
-setup: $(VENV)/.deps build
+# The stamp names a hash of what it installs: a venv made before the list changed installs again.
+DEPS := $(VENV)/.deps-$(shell echo '$(TORCH) $(DEV_DEPS)' | md5sum | cut -c1-8)
 
-$(VENV)/.deps:
+setup: $(DEPS) build
+
+$(DEPS):
 	python3 -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q $(TORCH) $(DEV_DEPS)
@@ -40,18 +51,18 @@ $(VENV)/.deps:
 
 # Rebuilds the extension whenever a source changes. CUDA sources compile when nvcc is here.
 build: $(VENV)/.built
-$(VENV)/.built: $(VENV)/.deps $(SOURCES)
+$(VENV)/.built: $(DEPS) $(SOURCES)
 	$(PY) -m pip install -q --no-build-isolation --no-deps -e .
 	touch $@
 
 test: setup
-	$(PY) -m pytest tests -q
+	$(PYTEST) tests
 	$(MAKE) --no-print-directory test-triton
 
 # The Triton kernels run on CPU through the interpreter, in a process of their own so that
 # TRITON_INTERPRET=1 is set before triton is imported.
 test-triton: setup
-	TRITON_INTERPRET=1 $(PY) -m pytest tests/triton -q
+	TRITON_INTERPRET=1 $(PYTEST) tests/triton
 
 # The whole suite again under TORCH_MIN, in its own venv and in a copy of the tree (tracked and
 # untracked files, as git sees them), so that its build does not replace the extension of .venv.

@@ -191,6 +191,6 @@ if __name__ == "__main__":
             "triton": ["triton>=3.4"],
             "plot": ["matplotlib"],
             "onnx": ["onnx", "onnxscript"],
-            "test": ["pytest", "pytest-benchmark"],
+            "test": ["pytest", "pytest-benchmark", "pytest-xdist"],
         },
     )
