@@ -2,7 +2,7 @@
 fused_keys_trimmed) against its plain one: the same probabilities, so the same d_value bits;
 g folded into p first, so d_dep, d_head and d_bias within float32 rounding. The other suites
 run it against the reference through use_path's "trimmed", and each of its autotune shapes
-(test_triton_matches_reference.py's test_every_fused_backward_shape)."""
+(test_triton_config_shapes.py's test_every_fused_backward_shape)."""
 import pytest
 import torch
 

@@ -114,6 +114,29 @@ def reference64(dep, head, value, bias, mask, grad, *settings):
     return run(masked_block_attn_ref, *f64, *settings)
 
 
+def check(case, got, want, scale=5.0):
+    """float32 results `got` against the float64 reference's `want` (lists in RESULTS' order),
+    within float32_atol(scale) and RTOL; `case` names the case in a failure."""
+    atol = float32_atol(scale)
+    for name, g, w in zip(RESULTS, got, want):
+        assert torch.isfinite(g).all(), f"{case}: {name} has NaN/Inf"
+        torch.testing.assert_close(g.cpu().double(), w, atol=atol, rtol=RTOL, msg=lambda m: f"{case} {name}: {m}")
+
+
+def compare(B, n, d, block_len, direction, mask_kind, bias, scale, seed, atol_scale=None):
+    """The Triton op in float32 against the float64 reference on inputs drawn from `seed`:
+    out and every gradient. atol_scale: the scale whose float32_atol judges the results
+    (default `scale`)."""
+    from blosa_kernels import masked_block_attn_triton
+
+    inputs = make_inputs(B, n, d, mask_kind, bias, seed, torch.float32, DEVICE)
+    settings = (block_len, direction, scale)
+    got = run(masked_block_attn_triton, *inputs, *settings)
+    want = reference64(*inputs, *settings)
+    check((B, n, d, block_len, direction, mask_kind, bias, scale), got, want,
+          scale if atol_scale is None else atol_scale)
+
+
 def max_err(a, b):
     return (a.detach().cpu().double() - b.detach().cpu().double()).abs().max().item() if a.numel() else 0.0
 
