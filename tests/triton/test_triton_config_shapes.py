@@ -2,10 +2,10 @@
 
 The autotuner times a kernel's configs, it does not check them: here each config (tile shape,
 elements a thread, register cap) runs alone (use_only_config) on shapes its tiles do not divide
-(n, d, or the elements of a program). The per-pair kernels compiled for the call's d (configs.PAIRS_STATIC_D) and
-their wide shapes (PAIRS_WIDE_CONFIGS) give the bits of those that take d as an argument; the
-row-tile forward's shapes; the fused backward's, with either key loop. (The case matrix over
-directions, block lengths and masks: test_triton_matches_reference.py.)
+(n, d, or the elements of a program). The per-pair kernels compiled for the call's d
+(configs.PAIRS_STATIC_D) and their wide shapes (PAIRS_WIDE_CONFIGS) give the bits of those that
+take d as an argument; the row-tile forward's shapes; the fused backward's, with either key loop.
+(The case matrix over directions, block lengths and masks: test_triton_matches_reference.py.)
 """
 import pytest
 import torch

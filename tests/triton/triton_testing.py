@@ -120,7 +120,8 @@ def check(case, got, want, scale=5.0):
     atol = float32_atol(scale)
     for name, g, w in zip(RESULTS, got, want):
         assert torch.isfinite(g).all(), f"{case}: {name} has NaN/Inf"
-        torch.testing.assert_close(g.cpu().double(), w, atol=atol, rtol=RTOL, msg=lambda m: f"{case} {name}: {m}")
+        torch.testing.assert_close(g.cpu().double(), w, atol=atol, rtol=RTOL,
+                                   msg=lambda m: f"{case} {name}: {m}")
 
 
 def compare(B, n, d, block_len, direction, mask_kind, bias, scale, seed, atol_scale=None):
