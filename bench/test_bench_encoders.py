@@ -9,8 +9,8 @@ import torch
 
 from blosa.nn import build_encoder
 
-PAPER_HIDDEN = {"bibosan": 240}  # the 480D Bi-BloSAN; the others are 600D (hidden = 300)
-ENCODER_NAMES = ("bibosan", "disan", "bilstm", "bigru", "bisru", "multi_cnn", "hrchy_cnn", "multi_head")
+PAPER_HIDDEN = {"biblosan": 240}  # the 480D Bi-BloSAN; the others are 600D (hidden = 300)
+ENCODER_NAMES = ("biblosan", "disan", "bilstm", "bigru", "bisru", "multi_cnn", "hrchy_cnn", "multi_head")
 DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
 SIZES = {"cpu": (16, 32), "cuda": (64, 64)}  # (B, n)
 

@@ -22,7 +22,7 @@ SIZES = {"cpu": (8, 32), "cuda": (64, 64)}  # (B, n)
 def test_per_sentence_gradients(benchmark, method, backend, device):
     torch.manual_seed(0)
     B, n = SIZES[device]
-    encoder = set_backend(build_encoder("bibosan", d_in=300, hidden=240).to(device), backend)
+    encoder = set_backend(build_encoder("biblosan", d_in=300, hidden=240).to(device), backend)
     x = torch.randn(B, n, 300, device=device)
     mask = torch.arange(n, device=device)[None, :] < torch.randint(1, n + 1, (B, 1), device=device)
     params = {name: p.detach() for name, p in encoder.named_parameters()}

@@ -57,7 +57,7 @@ def test_models_under_autocast_match_the_reference_model(name):
     autocast (outputs). (An indexing or masking error is of the order of the values themselves.)"""
     seed = fresh_seed()
     B, n, d_in, hidden = 3, random.randint(5, 14), 12, 8
-    kw = {"block_len": random.randint(1, n)} if name.startswith("bibosan") else {}
+    kw = {"block_len": random.randint(1, n)} if name.startswith("biblosan") else {}
     model = build_encoder(name, d_in, hidden, backend="cpu", **kw)
     ref = build_encoder(name, d_in, hidden, backend="reference", **kw)
     ref.load_state_dict(model.state_dict())
@@ -113,7 +113,7 @@ def test_bfloat16_models_run_on_cpu(name):
     parameter gets a finite bfloat16 gradient."""
     seed = fresh_seed()
     B, n, d_in, hidden = 3, random.randint(5, 14), 12, 8
-    kw = {"block_len": random.randint(1, n)} if name.startswith("bibosan") else {}
+    kw = {"block_len": random.randint(1, n)} if name.startswith("biblosan") else {}
     model = build_encoder(name, d_in, hidden, backend="cpu", **kw)
     x, mask = random_batch(B, n, d_in)
     w_tok, w_sent = torch.randn(B, n, model.token_dim), torch.randn(B, model.sentence_dim)

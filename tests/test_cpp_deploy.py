@@ -68,7 +68,7 @@ def save(model, x, mask, form: str, path: Path) -> None:
 @pytest.mark.parametrize("form", ["jit", "aoti"])
 def test_a_model_runs_in_a_process_without_python(program, tmp_path, form):
     seed = fresh_seed()  # the model's weights; the C++ program draws x from seed 0, as below
-    model = build_encoder("bibosan", 5, 4, block_len=3).double().eval()
+    model = build_encoder("biblosan", 5, 4, block_len=3).double().eval()
     lengths = [9, 4, 1]
     torch.manual_seed(0)
     x, mask = torch.randn(3, 9, 5, dtype=torch.float64), right_padded_mask(lengths, 9)

@@ -80,7 +80,7 @@ def test_reduce_overhead_compile_of_an_encoder():
     eager in outputs and every gradient."""
     seed = fresh_seed()
     torch._dynamo.reset()
-    model = build_encoder("bibosan", 16, 12, block_len=4).to(DEV)
+    model = build_encoder("biblosan", 16, 12, block_len=4).to(DEV)
     compiled = torch.compile(model, mode="reduce-overhead", fullgraph=True)
     for step in range(3):
         x, mask = random_batch(4, 30, 16, lengths=[30, random.randint(1, 29), random.randint(0, 29), 0])

@@ -102,13 +102,13 @@ def test_torch_ops_under_vmap(device, compute_lse):
         torch.testing.assert_close(g, w)
 
 
-@pytest.mark.parametrize("name", ["bibosan", "disan"])
+@pytest.mark.parametrize("name", ["biblosan", "disan"])
 def test_encoder_per_sample_grads(name):
     """An encoder's per-sequence parameter gradients (vmap(grad) over functional_call, as in
     differential privacy or influence functions) with the fused op equal the reference's."""
     gen = generator_for("encoder-per-sample", name)
     torch.manual_seed(int(torch.randint(1 << 30, (1,), generator=gen)))
-    model = build_encoder(name, 6, hidden=8, **({"block_len": 3} if name == "bibosan" else {}))
+    model = build_encoder(name, 6, hidden=8, **({"block_len": 3} if name == "biblosan" else {}))
     model = model.double().eval()
     x = fc.draw(gen, 4, 7, 6, dtype=torch.float64)
     mask = torch.rand(4, 7, generator=gen) > 0.3
@@ -152,13 +152,13 @@ def test_encoder_ensemble():
     with random (nonzero) attention biases."""
     gen = generator_for("ensemble")
     torch.manual_seed(int(torch.randint(1 << 30, (1,), generator=gen)))
-    models = [build_encoder("bibosan", 6, hidden=8, block_len=3).double() for _ in range(3)]
+    models = [build_encoder("biblosan", 6, hidden=8, block_len=3).double() for _ in range(3)]
     with torch.no_grad():
         for model in models:
             for p in model.parameters():
                 p.normal_(0, 0.5)
     params, buffers = torch.func.stack_module_state(models)
-    skeleton = build_encoder("bibosan", 6, hidden=8, block_len=3).double().to("meta")
+    skeleton = build_encoder("biblosan", 6, hidden=8, block_len=3).double().to("meta")
     x = fc.draw(gen, 4, 7, 6, dtype=torch.float64)
     mask = torch.rand(4, 7, generator=gen) > 0.3
 

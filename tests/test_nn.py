@@ -15,11 +15,11 @@ from blosa.nn.layers import Dense
 from nn_helpers import (assert_batch_independent, assert_close, assert_same_results, fresh_seed, outputs_and_grads,
                         random_batch)
 
-ATTENTION_MODELS = ["bibosan", "bibosan_no_local", "bibosan_no_global", "disan"]
+ATTENTION_MODELS = ["biblosan", "biblosan_no_local", "biblosan_no_global", "disan"]
 
 
 def _attn_kw(name: str, block_len) -> dict:
-    return {"block_len": block_len} if name.startswith("bibosan") else {}
+    return {"block_len": block_len} if name.startswith("biblosan") else {}
 
 
 def _fused_and_reference(name, d_in, hidden, **kw):
@@ -73,7 +73,7 @@ def test_mblosa_fused_matches_reference(direction, local, global_):
 
 
 def test_set_backend_switches_every_attention_and_keeps_state_dict():
-    model = build_encoder("bibosan", 5, 4, backend="cpu")
+    model = build_encoder("biblosan", 5, 4, backend="cpu")
     keys = list(model.state_dict())
     set_backend(model, "reference")
     attns = [m for m in model.modules() if hasattr(m, "backend")]
@@ -196,8 +196,8 @@ def test_block_len_changes_the_blocks():
 
 
 @pytest.mark.parametrize("name, shown", [
-    ("bibosan", "d=6, block_len=4"), ("bibosan_no_local", "d=6, block_len=4, use_local=False"),
-    ("bibosan_no_global", "d=6, block_len=4, use_global=False")])
+    ("biblosan", "d=6, block_len=4"), ("biblosan_no_local", "d=6, block_len=4, use_local=False"),
+    ("biblosan_no_global", "d=6, block_len=4, use_global=False")])
 def test_printed_model_shows_the_block_length(name, shown):
     """print(model) shows each mBloSA's width, block length and ablations, as it shows each
     attention's direction, scale and backend."""
@@ -246,6 +246,20 @@ def test_glorot_weights_zero_biases():
 def test_build_encoder_rejects_unknown_names():
     with pytest.raises(ValueError, match="unknown encoder"):
         build_encoder("bert", 4, 4)
+
+
+@pytest.mark.parametrize("old", ["bibosan", "bibosan_no_local", "bibosan_no_mblosa_no_s2t"])
+def test_old_bibosan_names_warn_and_build_biblosan(old):
+    new = old.replace("bibosan", "biblosan")
+    assert old not in ENCODERS and new in ENCODERS
+    torch.manual_seed(0)
+    with pytest.warns(FutureWarning, match=f"use '{new}'"):
+        model = build_encoder(old, 6, 4)
+    torch.manual_seed(0)
+    expected = build_encoder(new, 6, 4)
+    assert type(model) is type(expected)
+    for (name, p), (_, q) in zip(model.named_parameters(), expected.named_parameters(), strict=True):
+        assert torch.equal(p, q), name
 
 
 @pytest.mark.parametrize("name", sorted(ENCODERS))
@@ -391,11 +405,11 @@ def test_snli_parameter_counts():
     rows = {r["name"]: r for r in snli_counts()}
     d, e = 240, 300  # Bi-BloSAN 480D: per direction, by hand
     per_dir = (e * d + d) + (2 * d * d + d) + 2 * (d * d + d) + (2 * d * d + d) + (2 * d * d + d) + 2 * (3 * d * d + d)
-    assert rows["bibosan"]["encoder"] == 2 * per_dir + 2 * (480 * 480 + 480) == 2_222_400
+    assert rows["biblosan"]["encoder"] == 2 * per_dir + 2 * (480 * 480 + 480) == 2_222_400
     assert rows["disan"]["encoder"] == 2 * (90_300 + 180_300 + 180_300) + 2 * (600 * 600 + 600)
     assert sum(p.numel() for p in nli_head(480).parameters()) == 1920 * 300 + 300 + 903
     for r in rows.values():  # |theta| rounds to the paper's value, except "w/o Local" (see docs/MODELS.md)
-        if r["name"] != "bibosan_no_local":
+        if r["name"] != "biblosan_no_local":
             assert abs(r["total"] / 1e6 - r["paper_m"]) < 0.1, r
 
 
@@ -403,7 +417,7 @@ def test_numpy_block_len_and_scale_give_the_python_values_model():
     """A block length and scale from numpy (a config computed with it) build the same model."""
     seed = fresh_seed()
     x, mask = random_batch(3, 10, 5)
-    models = [build_encoder("bibosan", 5, 4, block_len=r, scale=c).double()
+    models = [build_encoder("biblosan", 5, 4, block_len=r, scale=c).double()
               for r, c in ((3, 5.5), (np.int64(3), np.float32(5.5)))]
     models[1].load_state_dict(models[0].state_dict())
     for got, want in zip(models[1](x, mask), models[0](x, mask)):

@@ -13,7 +13,7 @@ from blosa.nn import build_encoder
 from blosa.nn.registry import ENCODERS
 from nn_helpers import assert_compiled_matches_eager, fresh_seed, random_batch
 
-CASES = {"bibosan": {"block_len": 3}, "disan": {}}
+CASES = {"biblosan": {"block_len": 3}, "disan": {}}
 
 
 @pytest.fixture(scope="module", params=sorted(CASES))
@@ -58,7 +58,7 @@ def test_export_auto_block_len(strict):
     length as an int (before, strict export took r from the example's length under a guard that
     torch.onnx, which tries strict export, turns into a runtime check its graph then drops:
     a silently wrong model); a symbolic batch size exports and runs."""
-    model = build_encoder("bibosan", 5, 4, backend="cpu").double().eval()
+    model = build_encoder("biblosan", 5, 4, backend="cpu").double().eval()
     x, mask = random_batch(2, 9, 5, lengths=[9, 4])
     batch = {0: torch.export.Dim("B", min=2, max=64)}
     length = {**batch, 1: torch.export.Dim("n", min=2, max=512)}
@@ -84,7 +84,7 @@ def test_every_encoder_compiles(name):
     at three batch sizes and lengths, in one graph where the README says so."""
     torch._dynamo.reset()
     seed = fresh_seed()
-    model = build_encoder(name, 5, 4, **({"block_len": 3} if name.startswith("bibosan") else {})).double()
+    model = build_encoder(name, 5, 4, **({"block_len": 3} if name.startswith("biblosan") else {})).double()
     compiled = torch.compile(model, fullgraph=name not in PACKED, dynamic=True, backend="aot_eager")
     with torch._dynamo.config.patch(error_on_recompile=name not in PACKED + PER_LENGTH):
         for B, n in ((3, 7), (2, 11), (4, 6)):
@@ -99,7 +99,7 @@ def test_export_with_a_dynamic_batch_and_length(name):
     length Bi-BloSAN's r = 3 divides and run against eager at lengths under r, equal to it, that
     it divides and that it does not."""
     seed = fresh_seed()
-    model = build_encoder(name, 5, 4, **({"block_len": 3} if name.startswith("bibosan") else {}))
+    model = build_encoder(name, 5, 4, **({"block_len": 3} if name.startswith("biblosan") else {}))
     model = model.double().eval()
     x, mask = random_batch(2, 9, 5, lengths=[9, 4])
     dims = {0: torch.export.Dim("B", min=2, max=64)}

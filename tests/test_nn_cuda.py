@@ -33,11 +33,11 @@ def _tol(backend):
 
 
 @pytest.mark.parametrize("backend", GPU_BACKENDS)
-@pytest.mark.parametrize("name", ["bibosan", "disan", "bibosan_no_local", "bibosan_no_global"])
+@pytest.mark.parametrize("name", ["biblosan", "disan", "biblosan_no_local", "biblosan_no_global"])
 def test_gpu_backend_matches_reference_model(name, backend):
     seed = fresh_seed()
     B, n, d_in, hidden = 4, random.randint(20, 60), 16, 12
-    kw = {"block_len": random.choice(["auto", random.randint(1, n)])} if name.startswith("bibosan") else {}
+    kw = {"block_len": random.choice(["auto", random.randint(1, n)])} if name.startswith("biblosan") else {}
     model = build_encoder(name, d_in, hidden, backend=backend, **kw).double().to(DEV)
     ref = build_encoder(name, d_in, hidden, backend="reference", **kw).double().to(DEV)
     ref.load_state_dict(model.state_dict())
@@ -80,7 +80,7 @@ def test_baselines_on_gpu_respect_padding(name):
 def test_compile_on_gpu_matches_eager(backend):
     seed = fresh_seed()
     torch._dynamo.reset()
-    model = build_encoder("bibosan", 16, 12, block_len=4, backend=backend).to(DEV)
+    model = build_encoder("biblosan", 16, 12, block_len=4, backend=backend).to(DEV)
     compiled = torch.compile(model, fullgraph=True)
     x, mask = random_batch(3, 23, 16, lengths=[23, 1, 0])
     x, mask = x.float().to(DEV), mask.to(DEV)
@@ -98,13 +98,13 @@ def test_op_under_autocast_computes_in_autocast_dtype(backend, direction, low):
 
 
 @pytest.mark.parametrize("backend", GPU_BACKENDS)
-@pytest.mark.parametrize("name", ["bibosan", "disan"])
+@pytest.mark.parametrize("name", ["biblosan", "disan"])
 def test_model_under_autocast_on_gpu(name, backend):
     """A float32 model trained under autocast (bfloat16): its outputs stay within 5% (of their
     largest) of the float32 model's, and every parameter gets a finite float32 gradient."""
     seed = fresh_seed()
     B, n, d_in, hidden = 4, random.randint(20, 60), 16, 12
-    kw = {"block_len": random.randint(1, n)} if name == "bibosan" else {}
+    kw = {"block_len": random.randint(1, n)} if name == "biblosan" else {}
     model = build_encoder(name, d_in, hidden, backend=backend, **kw).to(DEV)
     x, mask = random_batch(B, n, d_in)
     x, mask = x.float().to(DEV), mask.to(DEV)
@@ -127,7 +127,7 @@ def test_compile_dynamic_on_gpu_one_graph_for_every_length(backend):
     (among them lengths under the block length and a multiple of it), each matching eager."""
     seed = fresh_seed()
     torch._dynamo.reset()
-    model = build_encoder("bibosan", 16, 12, block_len=4, backend=backend).to(DEV)
+    model = build_encoder("biblosan", 16, 12, block_len=4, backend=backend).to(DEV)
     compiled = torch.compile(model, fullgraph=True, dynamic=True)
     with torch._dynamo.config.patch(error_on_recompile=True):
         for B, n in ((3, 23), (2, 10), (5, 37), (2, 3), (3, 16)):

@@ -29,7 +29,7 @@ pytestmark = [
 @pytest.mark.parametrize("name", sorted(ENCODERS))
 def test_trace_saved_and_loaded_matches_eager(name):
     seed = fresh_seed()
-    model = build_encoder(name, 5, 4, **({"block_len": 3} if name.startswith("bibosan") else {})).double()
+    model = build_encoder(name, 5, 4, **({"block_len": 3} if name.startswith("biblosan") else {})).double()
     traced = torch.jit.trace(model, random_batch(2, 9, 5, lengths=[9, 4]), check_trace=False)
     buffer = io.BytesIO()
     torch.jit.save(traced, buffer)
@@ -46,7 +46,7 @@ def test_trace_with_auto_block_len_warns():
     """block_len="auto" takes r from the length (ceil(cbrt(2n)): 3 at n = 9, 6 at n = 100), which
     a trace fixes: tracing says so, and at another length the trace does depart from eager."""
     fresh_seed()
-    model = build_encoder("bibosan", 5, 4).double()
+    model = build_encoder("biblosan", 5, 4).double()
     with pytest.warns(UserWarning, match=r'block_len="auto".*this trace uses r = 3 \(that of length 9\)'):
         traced = torch.jit.trace(model, random_batch(2, 9, 5), check_trace=False)
     x, mask = random_batch(2, 100, 5)

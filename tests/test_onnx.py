@@ -167,7 +167,7 @@ def test_padding_contents_do_not_matter(fill):
 @pytest.mark.parametrize("name", sorted(set(ENCODERS) - set(NOT_EXPORTED)))
 def test_encoder_matches_eager(name):
     seed = fresh_seed()
-    model = build_encoder(name, 5, 4, **({"block_len": 3} if name.startswith("bibosan") else {})).eval()
+    model = build_encoder(name, 5, 4, **({"block_len": 3} if name.startswith("biblosan") else {})).eval()
     x, mask = random_batch(2, 9, 5, lengths=[9, 4])
     per_length = name in PER_LENGTH
     session = export(model, (x.float(), mask), dynamic=not per_length)
@@ -189,7 +189,7 @@ def test_auto_block_len_exports_at_one_length_only():
     tried strict export after the refusal of the non-strict one, and that gave a model whose r
     was the example's at every length: 0.14 off at n = 30 for n = 11), a fixed one exports."""
     seed = fresh_seed()
-    model = build_encoder("bibosan", 5, 4).eval()
+    model = build_encoder("biblosan", 5, 4).eval()
     x, mask = random_batch(2, 11, 5, lengths=[11, 4])
     with pytest.raises(torch.onnx.OnnxExporterError, match='block_len="auto" takes r from the padded length'):
         export(model, (x.float(), mask))

@@ -5,7 +5,7 @@ sentence [B, D']).
 Build them by name with build_encoder (see registry.ENCODERS).
 """
 from blosa.nn.baselines import BiGRU, BiLSTM, BiSRU, HrchyCNN, MultiCNN, MultiHead
-from blosa.nn.bibosan import BiBloSA, BiBloSAN
+from blosa.nn.biblosan import BiBloSA, BiBloSAN
 from blosa.nn.block_len import block_len_for_dataset, block_len_for_length, resolve_block_len
 from blosa.nn.disan import DiSAN
 from blosa.nn.encoder import SentenceEncoder

@@ -25,11 +25,11 @@ SNLI_CONFIGS = [
     ("Hrchy-CNN (300D)", "hrchy_cnn", 300, 3.4),
     ("Multi-head (600D)", "multi_head", 300, 2.0),
     ("DiSAN (600D)", "disan", 300, 2.3),
-    ("Bi-BloSAN (480D)", "bibosan", 240, 2.8),
-    ("Bi-BloSAN w/o Local", "bibosan_no_local", 240, 2.5),
-    ("Bi-BloSAN w/o Global", "bibosan_no_global", 240, 1.8),
-    ("Bi-BloSAN w/o mBloSA", "bibosan_no_mblosa", 240, 0.54),
-    ("Bi-BloSAN w/o mBloSA & s2t", "bibosan_no_mblosa_no_s2t", 240, 0.45),
+    ("Bi-BloSAN (480D)", "biblosan", 240, 2.8),
+    ("Bi-BloSAN w/o Local", "biblosan_no_local", 240, 2.5),
+    ("Bi-BloSAN w/o Global", "biblosan_no_global", 240, 1.8),
+    ("Bi-BloSAN w/o mBloSA", "biblosan_no_mblosa", 240, 0.54),
+    ("Bi-BloSAN w/o mBloSA & s2t", "biblosan_no_mblosa_no_s2t", 240, 0.45),
 ]
 
 

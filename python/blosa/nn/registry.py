@@ -1,19 +1,20 @@
 """Encoders by name: what the trainer and the benchmarks build."""
 from __future__ import annotations
 
+import warnings
 from functools import partial
 from typing import Callable
 
 from torch import nn
 
 from blosa.nn.baselines import BiGRU, BiLSTM, BiSRU, HrchyCNN, MultiCNN, MultiHead
-from blosa.nn.bibosan import BiBloSAN
+from blosa.nn.biblosan import BiBloSAN
 from blosa.nn.disan import DiSAN
 from blosa.nn.encoder import SentenceEncoder
 from blosa.nn.masked_attention import MaskedAttention
 
 ENCODERS: dict[str, Callable[..., SentenceEncoder]] = {
-    "bibosan": BiBloSAN,
+    "biblosan": BiBloSAN,
     "disan": DiSAN,
     "bilstm": BiLSTM,
     "bigru": BiGRU,
@@ -22,14 +23,18 @@ ENCODERS: dict[str, Callable[..., SentenceEncoder]] = {
     "hrchy_cnn": HrchyCNN,
     "multi_head": MultiHead,
     # Table 3 ablations
-    "bibosan_no_local": partial(BiBloSAN, use_local=False),
-    "bibosan_no_global": partial(BiBloSAN, use_global=False),
-    "bibosan_no_mblosa": partial(BiBloSAN, use_mblosa=False),
-    "bibosan_no_mblosa_no_s2t": partial(BiBloSAN, use_mblosa=False, multi_dim_s2t=False),
+    "biblosan_no_local": partial(BiBloSAN, use_local=False),
+    "biblosan_no_global": partial(BiBloSAN, use_global=False),
+    "biblosan_no_mblosa": partial(BiBloSAN, use_mblosa=False),
+    "biblosan_no_mblosa_no_s2t": partial(BiBloSAN, use_mblosa=False, multi_dim_s2t=False),
 }
 
+# Old names kept one release: the first release spelled Bi-BloSAN "bibosan", dropping the "l".
+DEPRECATED_NAMES = {name.replace("biblosan", "bibosan"): name for name in ENCODERS
+                    if name.startswith("biblosan")}
+
 # Encoders whose attention runs on blosa.masked_block_attn (they accept backend= and scale=).
-ATTENTION_ENCODERS = tuple(name for name in ENCODERS if name.startswith(("bibosan", "disan")))
+ATTENTION_ENCODERS = tuple(name for name in ENCODERS if name.startswith(("biblosan", "disan")))
 
 
 def build_encoder(name: str, d_in: int, hidden: int = 300, **kw) -> SentenceEncoder:
@@ -43,6 +48,11 @@ def build_encoder(name: str, d_in: int, hidden: int = 300, **kw) -> SentenceEnco
     Returns a module with forward(x [B, n, d_in], mask [B, n] bool or None) -> (tokens [B, n, D],
     sentence [B, D']) and attributes token_dim = D, sentence_dim = D'.
     """
+    if name in DEPRECATED_NAMES:
+        new = DEPRECATED_NAMES[name]
+        warnings.warn(f"encoder name {name!r} is deprecated and will be removed in the next release; "
+                      f"use {new!r}", FutureWarning, stacklevel=2)
+        name = new
     try:
         factory = ENCODERS[name]
     except KeyError:
