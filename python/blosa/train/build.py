@@ -1,0 +1,155 @@
+"""Everything a run trains, built from its config: the data splits, the vocabulary, the word
+vectors and the task's model around the chosen blosa.nn encoder."""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Iterable
+
+import numpy as np
+import torch
+from torch import nn
+
+from blosa.data import BadLines, Vocab, embedding_matrix, load_dataset, load_vectors
+from blosa.data.datasets import Dataset
+from blosa.data.examples import Pair, Passage, Sentence
+from blosa.nn import build_encoder
+from blosa.tasks import TASK_FAMILIES, Task
+from blosa.train.config import TrainConfig
+from blosa.train.splits import carve_dev, stratified_folds
+
+
+@dataclass
+class Splits:
+    """The examples a run (or one fold of it) trains, selects and tests on."""
+    train: list
+    dev: list
+    test: list | None
+    label_names: tuple[str, ...]
+
+
+def read_dataset(config: TrainConfig) -> tuple[Dataset, BadLines]:
+    """The run's dataset, read and checked; `bad` holds the lines --skip-bad-lines skipped."""
+    bad = BadLines(skip=config.skip_bad_lines)
+    dataset = load_dataset(config.task, config.data_dir, bad, train=config.train_file,
+                           test=config.test_file)
+    return dataset, bad
+
+
+def num_folds(config: TrainConfig, dataset: Dataset) -> int:
+    """k of k-fold cross-validation: --folds, or 10 for a dataset without a test split."""
+    if config.folds:
+        return config.folds
+    return 10 if "test" not in dataset.splits else 0
+
+
+def make_splits(config: TrainConfig, dataset: Dataset, fold: int | None = None) -> Splits:
+    """train/dev/test of the run, or of fold `fold` of k-fold cross-validation (the fold held
+    out is the test split). Where there is no dev split, a seeded, stratified
+    config.dev_fraction of train becomes dev."""
+    train, dev, test = (dataset.splits.get(s) for s in ("train", "dev", "test"))
+    if fold is not None:
+        folds = stratified_folds(train, num_folds(config, dataset), config.seed)
+        held = set(folds[fold])
+        test = [train[i] for i in folds[fold]]
+        train = [e for i, e in enumerate(train) if i not in held]
+    if dev is None:
+        train, dev = carve_dev(train, config.dev_fraction, config.seed)
+    return Splits(list(train), list(dev), None if test is None else list(test),
+                  dataset.label_names)
+
+
+def token_lists(example) -> Iterable[tuple[str, ...]]:
+    """Every token sequence of an example (the vocabulary is built from them)."""
+    if isinstance(example, Sentence):
+        yield example.tokens
+    elif isinstance(example, Pair):
+        yield example.first
+        yield example.second
+    elif isinstance(example, Passage):
+        yield example.question
+        yield from example.sentences
+    else:
+        raise TypeError(f"no tokens known for a {type(example).__name__}")
+
+
+def build_vocab(train: list) -> Vocab:
+    """The vocabulary of the training examples (section 4.1: training-set words)."""
+    return Vocab.build(tokens for example in train for tokens in token_lists(example))
+
+
+def build_task(config: TrainConfig, dataset: Dataset) -> Task:
+    spec = dataset.spec
+    classes = spec.num_classes if spec.family != "classification" else len(dataset.label_names)
+    return TASK_FAMILIES[spec.family](num_classes=classes or None)
+
+
+def build_embedding(config: TrainConfig, vocab: Vocab, dim: int | None = None) -> tuple[nn.Embedding, int]:
+    """(embedding, words found in the vectors). Words found start from their vector, the others
+    from U(-0.05, 0.05), padding and unknown at zero (section 4.1); fine-tuned unless
+    config.fine_tune is False. With vectors "none", every word starts random (dim: its size)."""
+    generator = np.random.default_rng(config.seed)
+    if config.vectors == "none":
+        matrix = generator.uniform(-0.05, 0.05, (len(vocab), dim or 300)).astype(np.float32)
+        matrix[[Vocab.PAD, Vocab.UNK]] = 0
+        found = 0
+    else:
+        matrix, found = embedding_matrix(vocab, load_vectors(config.vectors), generator)
+    embedding = nn.Embedding.from_pretrained(torch.from_numpy(matrix), freeze=not config.fine_tune,
+                                             padding_idx=Vocab.PAD)
+    return embedding, found
+
+
+def encoder_factory(config: TrainConfig):
+    """d_in -> the chosen blosa.nn encoder, with the run's width, dropout and block length."""
+    kw = {}
+    if config.encoder.startswith("biblosan"):
+        kw["block_len"] = "auto" if config.block_len == "auto" else int(config.block_len)
+
+    def make(d_in: int):
+        return build_encoder(config.encoder, d_in, config.hidden, dropout=config.dropout, **kw)
+
+    return make
+
+
+def build_model(config: TrainConfig, task: Task, vocab: Vocab, dim: int | None = None) -> tuple[nn.Module, int]:
+    """(the task's model, words found in the vectors), initialized from config.seed."""
+    torch.manual_seed(config.seed)
+    embedding, found = build_embedding(config, vocab, dim)
+    kw = {"activation": config.head_activation} if task.family in ("classification", "nli", "relatedness") else {}
+    model = task.build_model(embedding, encoder_factory(config), hidden=config.head_hidden,
+                             dropout=config.dropout, **kw)
+    return model, found
+
+
+def build_optimizer(config: TrainConfig, model: nn.Module) -> torch.optim.Optimizer:
+    """The run's optimizer. L2 (config.weight_decay) applies to weight matrices only: not to
+    biases, gates' vectors or the word embeddings (MODEL_NOTES.md), as the authors' L2 loss
+    gamma * sum ||W||^2 / 2 does (its gradient is gamma * W, torch's coupled weight_decay)."""
+    decayed, free = [], []
+    for name, p in model.named_parameters():
+        if not p.requires_grad:
+            continue
+        is_embedding = isinstance(_module_of(model, name), nn.Embedding)
+        (decayed if p.dim() >= 2 and not is_embedding else free).append(p)
+    groups = [dict(params=decayed, weight_decay=config.weight_decay),
+              dict(params=free, weight_decay=0.0)]
+    if config.optimizer == "adadelta":
+        return torch.optim.Adadelta(groups, lr=config.lr)
+    if config.optimizer == "adam":
+        return torch.optim.Adam(groups, lr=config.lr)
+    if config.optimizer == "adamw":
+        return torch.optim.AdamW(groups, lr=config.lr)
+    return torch.optim.SGD(groups, lr=config.lr)
+
+
+def _module_of(model: nn.Module, parameter_name: str) -> nn.Module:
+    return model.get_submodule(parameter_name.rpartition(".")[0])
+
+
+def described(config: TrainConfig) -> str:
+    """One line naming the run's main settings, for the log."""
+    c = dataclasses.asdict(config)
+    keys = ("task", "encoder", "hidden", "optimizer", "lr", "batch_size", "dropout",
+            "weight_decay", "epochs", "max_steps", "seed", "device", "amp", "compile")
+    return " ".join(f"{k}={c[k]}" for k in keys if c[k] not in (None, False))

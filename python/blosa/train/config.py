@@ -1,0 +1,152 @@
+"""Every setting of a training run, resolved: the task's defaults (the authors' setups, see
+../shared/MODEL_NOTES.md), then the user's flags. A run's config.json is this, written out."""
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+OPTIMIZERS = ("adadelta", "adam", "adamw", "sgd")
+AMP_MODES = ("none", "bf16")
+DEVICES = ("cpu", "cuda")
+
+# The authors' setups as coded (MODEL_NOTES.md "Training setups"): optimizer, learning rate, batch
+# size, dropout (1 - keep probability), L2 on weight matrices, hidden units. Epochs are ours: the
+# paper gives only SNLI's 50.
+_SC = dict(optimizer="adam", lr=1e-3, batch_size=32, dropout=0.4, weight_decay=1e-4, epochs=20)
+TASK_DEFAULTS: dict[str, dict] = {
+    "trec": dict(optimizer="adadelta", lr=0.5, batch_size=32, dropout=0.35, weight_decay=5e-5,
+                 epochs=20),
+    "sst1": dict(optimizer="adadelta", lr=0.5, batch_size=64, dropout=0.3, weight_decay=1e-4,
+                 epochs=10),
+    "sst2": dict(optimizer="adadelta", lr=0.5, batch_size=64, dropout=0.3, weight_decay=1e-4,
+                 epochs=10),
+    "cr": _SC, "mpqa": _SC, "subj": _SC, "generic": _SC,
+    "sick": dict(optimizer="adadelta", lr=0.5, batch_size=32, dropout=0.25, weight_decay=1e-4,
+                 epochs=20),
+    "sick_e": dict(optimizer="adadelta", lr=0.5, batch_size=32, dropout=0.25, weight_decay=1e-4,
+                   epochs=20),
+    "snli": dict(optimizer="adadelta", lr=0.5, batch_size=64, dropout=0.25, weight_decay=5e-5,
+                 epochs=50, head_activation="elu"),
+    "squad": dict(optimizer="adadelta", lr=0.5, batch_size=32, dropout=0.25, weight_decay=5e-5,
+                  epochs=20, hidden=100, vectors="wink-100d"),
+}
+
+
+@dataclass
+class TrainConfig:
+    """One run's settings. Those left None take the task's default (TASK_DEFAULTS) in resolve()."""
+
+    task: str
+    encoder: str = "biblosan"
+    data_dir: str | None = None
+    train_file: str | None = None  # generic only
+    test_file: str | None = None  # generic only
+    vectors: str | None = None  # "glove-50d", "wink-100d", a GloVe file, or "none"
+    fine_tune: bool = True  # the word vectors train with the model (section 4.1)
+    hidden: int | None = None  # the encoder's hidden units (blosa.nn.build_encoder's hidden)
+    head_hidden: int = 300  # the task head's fully connected layer
+    head_activation: str | None = None
+    block_len: str = "auto"  # Bi-BloSAN's r: "auto" or an int, as a string
+    optimizer: str | None = None
+    lr: float | None = None
+    batch_size: int | None = None
+    eval_batch_size: int = 128
+    dropout: float | None = None
+    weight_decay: float | None = None
+    epochs: int | None = None
+    max_steps: int | None = None  # stop after this many optimizer steps (None: epochs decide)
+    eval_every: int = 0  # steps between evaluations and checkpoints; 0: once per epoch
+    seed: int = 0
+    folds: int = 0  # k-fold cross-validation; 0: none (datasets without a test split default to 10)
+    dev_fraction: float = 0.1  # of train, carved as dev where the dataset has none
+    skip_bad_lines: bool = False
+    device: str = "cpu"
+    amp: str = "none"
+    compile: bool = False
+    extra: dict = field(default_factory=dict)  # reserved for presets of later versions
+
+    def resolved(self) -> "TrainConfig":
+        """A copy with every None that has a task default filled in (hidden: 300)."""
+        defaults = dict(hidden=300, head_activation="relu", vectors="glove-50d")
+        defaults.update(TASK_DEFAULTS.get(self.task, {}))
+        values = dataclasses.asdict(self)
+        for key, value in defaults.items():
+            if values.get(key) is None:
+                values[key] = value
+        return TrainConfig(**values)
+
+    def to_json(self) -> str:
+        return json.dumps(dataclasses.asdict(self), indent=2, sort_keys=True) + "\n"
+
+    @classmethod
+    def load(cls, path: str | Path) -> "TrainConfig":
+        values = json.loads(Path(path).read_text())
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(values) - known)
+        if unknown:
+            raise ValueError(f"{path}: unknown settings {unknown} (a config of another blosa version?)")
+        return cls(**values)
+
+    def differences(self, other: "TrainConfig") -> dict[str, tuple]:
+        """{setting: (self's, other's)} for the settings that differ."""
+        a, b = dataclasses.asdict(self), dataclasses.asdict(other)
+        return {k: (a[k], b[k]) for k in a if a[k] != b[k]}
+
+
+def validate(config: TrainConfig) -> None:
+    """Raise ValueError naming the bad setting (as its command-line flag) before any work.
+    `config` is resolved (TrainConfig.resolved)."""
+    import torch
+
+    from blosa.data.datasets import DATASETS
+    from blosa.nn import ENCODERS
+
+    def bad(flag, message):
+        raise ValueError(f"--{flag.replace('_', '-')}: {message}")
+
+    if config.task not in DATASETS:
+        bad("task", f"unknown task {config.task!r}; choose from {sorted(DATASETS)}")
+    if config.encoder not in ENCODERS:
+        bad("encoder", f"unknown encoder {config.encoder!r}; choose from {sorted(ENCODERS)}")
+    spec = DATASETS[config.task]
+    if config.task == "generic":
+        if not config.train_file:
+            bad("train", "the generic task needs --train FILE (and optionally --test FILE)")
+    elif config.train_file or config.test_file:
+        bad("train", f"--train/--test name the files of the generic task, not of {config.task!r}")
+    for flag in ("hidden", "head_hidden", "batch_size", "eval_batch_size", "epochs"):
+        value = getattr(config, flag)
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            bad(flag, f"must be an int >= 1, got {value!r}")
+    if config.max_steps is not None and config.max_steps < 1:
+        bad("max_steps", f"must be >= 1, got {config.max_steps}")
+    if config.eval_every < 0:
+        bad("eval_every", f"must be >= 0 (0: once per epoch), got {config.eval_every}")
+    if config.optimizer not in OPTIMIZERS:
+        bad("optimizer", f"choose from {OPTIMIZERS}, got {config.optimizer!r}")
+    if not config.lr > 0:
+        bad("lr", f"must be > 0, got {config.lr}")
+    if not 0 <= config.dropout < 1:
+        bad("dropout", f"must be in [0, 1), got {config.dropout}")
+    if not config.weight_decay >= 0:
+        bad("weight_decay", f"must be >= 0, got {config.weight_decay}")
+    if not 0 < config.dev_fraction < 1:
+        bad("dev_fraction", f"must be in (0, 1), got {config.dev_fraction}")
+    has_test = "test" in spec.files or (config.task == "generic" and config.test_file)
+    if config.folds == 1 or config.folds < 0:
+        bad("folds", f"must be 0 (no cross-validation) or >= 2, got {config.folds}")
+    if config.folds and has_test:
+        bad("folds", f"{config.task} has a test split; cross-validation is for datasets without one")
+    if config.block_len != "auto":
+        if not config.block_len.isdigit() or int(config.block_len) < 1:
+            bad("block_len", f'must be "auto" or an int >= 1, got {config.block_len!r}')
+        if not config.encoder.startswith("biblosan"):
+            bad("block_len", f"only Bi-BloSAN has blocks, not {config.encoder}")
+    if config.device not in DEVICES:
+        bad("device", f"choose from {DEVICES}, got {config.device!r}")
+    if config.device == "cuda" and not torch.cuda.is_available():
+        bad("device", "cuda was asked for, but torch sees no CUDA device here")
+    if config.amp not in AMP_MODES:
+        bad("amp", f"choose from {AMP_MODES}, got {config.amp!r}")

@@ -1,0 +1,71 @@
+"""A finished run's model put to use: `blosa eval` and `blosa encode`."""
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from blosa.data import Vocab, pad_ids
+from blosa.data.tokenize import tokenize
+from blosa.train import checkpoint
+from blosa.train.build import build_model, build_task, make_splits, num_folds, read_dataset
+from blosa.train.config import TrainConfig
+from blosa.train.distributed import World
+from blosa.train.loop import evaluate
+from blosa.train.run_dir import RunDir
+
+
+def load_run(run_dir: str | Path, data_dir: str | None = None):
+    """(config, run folder, vocabulary, task, dataset, model at its best dev checkpoint, eval mode).
+    The model is built as the run built it, with random vectors in place of the word vectors:
+    the checkpoint holds the trained embedding."""
+    rd = RunDir(run_dir)
+    if not rd.best.exists() and (rd.path / "fold-0").is_dir():
+        raise ValueError(f"{run_dir} is a cross-validation run: name one of its folds "
+                         f"({rd.path / 'fold-0'}, ...)")
+    for path in (rd.config, rd.vocab, rd.best):
+        if not path.exists():
+            raise ValueError(f"{run_dir} is not a finished run folder: {path.name} is missing")
+    config = TrainConfig.load(rd.config)
+    if data_dir is not None:
+        config = dataclasses.replace(config, data_dir=data_dir)
+    vocab = Vocab.load(rd.vocab)
+    state = checkpoint.load(rd.best, config.device)["model"]
+    dim = state[next(k for k in state if k.endswith("embedding.weight"))].shape[1]
+    dataset, _ = read_dataset(config)
+    task = build_task(config, dataset)
+    model, _ = build_model(dataclasses.replace(config, vectors="none"), task, vocab, dim)
+    model.load_state_dict(state)
+    return config, rd, vocab, task, dataset, model.to(config.device).eval()
+
+
+def evaluate_run(run_dir: str | Path, split: str = "test", data_dir: str | None = None) -> dict:
+    """The task's metrics of the run's best checkpoint on `split` (its own dev and test splits,
+    carved as the run carved them; a cross-validation run's folds are folders of their own)."""
+    config, rd, vocab, task, dataset, model = load_run(run_dir, data_dir)
+    fold = None
+    if rd.path.name.startswith("fold-") and num_folds(config, dataset):
+        fold = int(rd.path.name.removeprefix("fold-"))
+    splits = make_splits(config, dataset, fold)
+    examples = {"train": splits.train, "dev": splits.dev, "test": splits.test}[split]
+    if examples is None:
+        raise ValueError(f"the {config.task} run has no {split} split")
+    return {"split": split, **evaluate(model, task, examples, vocab, config, World())}
+
+
+@torch.no_grad()
+def encode_lines(run_dir: str | Path, lines: list[str], batch_size: int = 128) -> np.ndarray:
+    """Sentence vectors [len(lines), sentence_dim] float32 of raw sentences (tokenized as the
+    readers tokenize raw text) from the run's encoder."""
+    config, _, vocab, _, _, model = load_run(run_dir)
+    out = []
+    for start in range(0, len(lines), batch_size):
+        ids, mask = pad_ids([vocab.encode(tokenize(line)) for line in lines[start:start + batch_size]])
+        ids, mask = ids.to(config.device), mask.to(config.device)
+        _, sentence = model.encoder(model.embedding(ids), mask)
+        out.append(sentence.float().cpu().numpy())
+    if not out:
+        return np.zeros((0, model.encoder.sentence_dim), dtype=np.float32)
+    return np.concatenate(out)

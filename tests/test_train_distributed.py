@@ -1,0 +1,42 @@
+"""Data-parallel training: 2 CPU processes under torchrun (gloo) end with identical parameters,
+equal (within float tolerance) to one process with the same global batch."""
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from shared_data import requires_shared_data
+
+pytestmark = requires_shared_data
+WORKER = os.path.join(os.path.dirname(__file__), "ddp_worker.py")
+
+# No dropout: the processes' dropout masks differ from one process's, by design.
+ARGS = ["--task", "trec", "--hidden", "6", "--head-hidden", "6", "--vectors", "glove-50d",
+        "--batch-size", "32", "--dropout", "0", "--max-steps", "12", "--eval-every", "6",
+        "--seed", "5", "--quiet"]
+
+
+def test_two_processes_match_one(tmp_path):
+    one, two = tmp_path / "one", tmp_path / "two"
+    subprocess.run([sys.executable, "-m", "blosa", "train", *ARGS, "--out", str(one)],
+                   check=True, capture_output=True)
+    launched = subprocess.run(
+        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
+         WORKER, "train", *ARGS, "--out", str(two)],
+        capture_output=True, text=True, timeout=600)
+    assert launched.returncode == 0, launched.stderr[-3000:]
+    # Only rank 0 printed: one result line.
+    assert launched.stdout.count("test: accuracy") == 1
+
+    # last.pt: the parameters at the last step, as rank{0,1}.pt are.
+    single = torch.load(one / "last.pt", weights_only=True)["model"]
+    ranks = [torch.load(two / f"rank{r}.pt", weights_only=True) for r in (0, 1)]
+    for key, value in single.items():
+        assert torch.equal(ranks[0][key], ranks[1][key]), key  # the ranks agree exactly
+        torch.testing.assert_close(ranks[0][key], value, rtol=1e-4, atol=1e-5, msg=key)
+    # The metrics were reduced over both processes' halves of dev: the same figures.
+    ra, rb = (json.loads((d / "result.json").read_text()) for d in (one, two))
+    assert ra["test"]["accuracy"] == pytest.approx(rb["test"]["accuracy"], abs=2 / 500)
