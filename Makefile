@@ -1,4 +1,4 @@
-# blosa: `make demo` runs the main job, `make test` the test suite; both set themselves up.
+# blosa: `make train` runs the main job, `make test` the test suite; both set themselves up.
 # Everything installs into .venv in the repo root (git-ignored).
 
 VENV     ?= .venv
@@ -37,7 +37,7 @@ PYTEST    := $(PY) -m pytest -q -n $(TEST_JOBS) --dist loadfile
 
 SOURCES := setup.py $(wildcard csrc/*.h csrc/*.cpp csrc/cpu/* csrc/cuda/*)
 
-.PHONY: setup build test test-triton test-torch-min demo bench gpu-check clean
+.PHONY: setup build train test test-triton test-torch-min demo bench gpu-check clean
 
 # The stamp names a hash of what it installs: a venv made before the list changed installs again.
 DEPS := $(VENV)/.deps-$(shell echo '$(TORCH) $(DEV_DEPS)' | md5sum | cut -c1-8)
@@ -72,6 +72,16 @@ test-torch-min:
 	git ls-files -co --exclude-standard | tar --ignore-failed-read -cf - -T - | tar -xf - -C $(MIN_TREE)
 	$(MAKE) --no-print-directory -C $(MIN_TREE) test VENV=$(CURDIR)/.venv-torch-min \
 	  TORCH=$(TORCH_MIN) NUMPY=$(NUMPY_MIN)
+
+# The main job: Bi-BloSAN on TREC from its real files (../shared/data when it is there, else the
+# official files fetched into the cache), about 6 minutes on 2 CPU cores; the run's folder is
+# runs/trec-biblosan-TIME. TRAIN_ARGS adds or overrides flags (see `blosa train --help`).
+SHARED_DATA := $(wildcard ../shared/data/sc/TREC.train.all)
+TRAIN_FLAGS := --task trec --encoder biblosan --hidden 150 --optimizer adam --lr 1e-3 --dropout 0.4 \
+               --epochs 20
+train: setup
+	@if [ -z "$$BLOSA_DATA" ] && [ -z "$(SHARED_DATA)" ]; then $(PY) -m blosa download trec; fi
+	$(PY) -m blosa train $(TRAIN_FLAGS) $(TRAIN_ARGS)
 
 demo: setup
 	$(PY) -m blosa.demo

@@ -3,12 +3,13 @@
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
 from blosa.cli import main, parser
 from blosa.train.config import TrainConfig
-from shared_data import SHARED_DATA, requires_shared_data
+from shared_data import requires_shared_data
 
 TINY = ["--hidden", "4", "--head-hidden", "4", "--vectors", "none", "--batch-size", "16"]
 
@@ -32,9 +33,12 @@ def test_help_names_every_flag_with_its_default():
     assert set(TrainConfig.__dataclass_fields__) - {"extra", "task"} <= dests | {"task"}
 
 
-def test_console_help_runs():
-    out = subprocess.run([sys.executable, "-m", "blosa", "train", "--help"], capture_output=True,
-                         text=True, check=True).stdout
+@pytest.mark.parametrize("command", [[sys.executable, "-m", "blosa"],
+                                     [str(Path(sys.executable).with_name("blosa"))]],
+                         ids=["python -m blosa", "console script"])
+def test_the_command_runs(command):
+    out = subprocess.run([*command, "train", "--help"], capture_output=True, text=True,
+                         check=True).stdout
     assert "--max-steps" in out and "--resume" in out
 
 

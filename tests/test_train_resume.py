@@ -7,7 +7,6 @@ import subprocess
 import sys
 import time
 
-import pytest
 import torch
 
 from shared_data import requires_shared_data

@@ -1,4 +1,4 @@
-"""The `blosa` command: train, eval, encode, download (also `python -m blosa`)."""
+"""The `blosa` command: train, eval, encode, report, download (also `python -m blosa`)."""
 from __future__ import annotations
 
 import argparse
@@ -116,6 +116,13 @@ def _cmd_download(args) -> int:
     return 0
 
 
+def _cmd_report(args) -> int:
+    from blosa.train.report import report
+
+    print(report(args.run_dirs))
+    return 0
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="blosa", description="Bi-BloSAN and its baselines: train, "
                                 "evaluate, encode, and fetch the paper's datasets.")
@@ -130,6 +137,8 @@ def parser() -> argparse.ArgumentParser:
                                       "as a .npy array [lines, dim] on stdout")
     c.add_argument("run_dir")
     c.add_argument("--batch-size", type=int, default=128, help="default: %(default)s")
+    r = sub.add_parser("report", help="a markdown table of finished runs (their result.json)")
+    r.add_argument("run_dirs", nargs="+", metavar="RUN_DIR")
     d = sub.add_parser("download", help="fetch a dataset's official files into the cache")
     d.add_argument("task", help="a task (trec, sst1, ...) or a source name")
     d.add_argument("--cache-dir", help="default: $BLOSA_CACHE, else ~/.cache/blosa")
@@ -139,7 +148,7 @@ def parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     command = {"train": _cmd_train, "eval": _cmd_eval, "encode": _cmd_encode,
-               "download": _cmd_download}[args.command]
+               "download": _cmd_download, "report": _cmd_report}[args.command]
     try:
         return command(args)
     except (ValueError, OSError) as error:  # bad input: the message, not a traceback

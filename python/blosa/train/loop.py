@@ -8,8 +8,6 @@ epoch, so a resumed run ends bit for bit where an uninterrupted one would.
 from __future__ import annotations
 
 import contextlib
-import math
-import sys
 import time
 from typing import Sequence
 
@@ -254,10 +252,3 @@ class Trainer:
         self.train()
         return self.finish()
 
-
-def finite_or_none(x: float) -> float | None:
-    return x if math.isfinite(x) else None
-
-
-def eprint(*args) -> None:
-    print(*args, file=sys.stderr, flush=True)

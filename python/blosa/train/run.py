@@ -7,11 +7,12 @@ import time
 from pathlib import Path
 
 from blosa.train import distributed
-from blosa.train.build import described, make_splits, num_folds, read_dataset
+from blosa.train.build import build_task, described, make_splits, num_folds, read_dataset
 from blosa.train.config import TrainConfig, validate
-from blosa.train.distributed import World, barrier
+from blosa.train.distributed import barrier
 from blosa.train.loop import Trainer
 from blosa.train.progress import Progress
+from blosa.train.report import source_commit
 from blosa.train.run_dir import RunDir, write_text_atomic
 
 
@@ -50,7 +51,7 @@ def train(config: TrainConfig, out: str | Path, resume: bool = False, quiet: boo
         else:
             result = _one_run(config, dataset, None, run_dir, world, progress, resuming)
         result = {"task": config.task, "encoder": config.encoder, **result,
-                  "seconds": round(time.perf_counter() - start, 1)}
+                  "seconds": round(time.perf_counter() - start, 1), "commit": source_commit()}
         if world.is_main:
             write_text_atomic(run_dir.result, json.dumps(result, indent=2) + "\n")
         progress.line(result_line(result))
@@ -61,8 +62,6 @@ def train(config: TrainConfig, out: str | Path, resume: bool = False, quiet: boo
 
 def _one_run(config, dataset, fold, run_dir, world, progress, resuming) -> dict:
     splits = make_splits(config, dataset, fold)
-    from blosa.train.build import build_task
-
     trainer = Trainer(config, build_task(config, dataset), splits, run_dir, world, progress)
     progress.line(f"{'fold ' + str(fold) + ': ' if fold is not None else ''}train "
                   f"{len(splits.train)}, dev {len(splits.dev)}, test "
