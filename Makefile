@@ -67,9 +67,11 @@ test-triton: setup
 
 # The whole suite again under TORCH_MIN, in its own venv and in a copy of the tree (tracked and
 # untracked files, as git sees them), so that its build does not replace the extension of .venv.
+# The copy finds the shared datasets as the tree does, beside it: build/shared -> ../shared.
 test-torch-min:
 	rm -rf $(MIN_TREE) && mkdir -p $(MIN_TREE)
 	git ls-files -co --exclude-standard | tar --ignore-failed-read -cf - -T - | tar -xf - -C $(MIN_TREE)
+	if [ -d ../shared ]; then ln -sfn $(CURDIR)/../shared $(dir $(MIN_TREE))shared; fi
 	$(MAKE) --no-print-directory -C $(MIN_TREE) test VENV=$(CURDIR)/.venv-torch-min \
 	  TORCH=$(TORCH_MIN) NUMPY=$(NUMPY_MIN)
 

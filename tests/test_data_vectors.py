@@ -9,7 +9,8 @@ import zipfile
 import numpy as np
 import pytest
 
-import blosa.data.vectors as vectors_module
+import blosa.data.glove_text as glove_text_module
+import blosa.data.wink as wink_module
 from blosa.data.errors import DataError
 from blosa.data.vectors import WordVectors, embedding_matrix, load_vectors
 from blosa.data.vocab import Vocab
@@ -53,7 +54,7 @@ def test_glove_text_round_trips_exactly(tmp_path, seed):
 @pytest.mark.parametrize("seed", range(3))
 def test_parsing_across_blocks(tmp_path, monkeypatch, seed):
     # Tiny blocks: lines straddle block ends, and line numbers must carry over.
-    monkeypatch.setattr(vectors_module, "BLOCK_BYTES", 37 + seed * 50)
+    monkeypatch.setattr(glove_text_module, "BLOCK_BYTES", 37 + seed * 50)
     words, values = random_vectors(seed + 10, n=80)
     path = write(tmp_path / "vec.txt", glove_text(words, values))
     loaded = load_vectors(str(path), cache_dir=tmp_path / "cache")
@@ -126,7 +127,7 @@ def test_cache_hit_skips_parsing_and_a_changed_file_is_parsed_again(tmp_path, mo
     def no_parse(*args):
         raise AssertionError("parsed again despite the cache")
 
-    monkeypatch.setattr(vectors_module, "_parse_glove_file", no_parse)
+    monkeypatch.setattr(glove_text_module, "parse_glove_file", no_parse)
     second = load_vectors(str(path), cache_dir=tmp_path / "cache")
     assert second.words == first.words
     np.testing.assert_array_equal(second.vectors, first.vectors)
@@ -232,7 +233,7 @@ def test_wink_100d_from_environment_and_node_modules(tmp_path, monkeypatch, comp
 def test_wink_100d_fast_path_matches_json(tmp_path):
     words, values = random_vectors(31, n=50, dim=5)
     path = write(tmp_path / "w.json", wink_json(words, values))
-    fast_words, fast = vectors_module._parse_wink_fast(path.read_text("utf-8"), path)
+    fast_words, fast = wink_module._parse_wink_fast(path.read_text("utf-8"), path)
     assert fast_words == words
     np.testing.assert_array_equal(fast, values)
 
