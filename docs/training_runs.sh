@@ -22,8 +22,8 @@ commands=(
   "subj   --task subj $small --epochs 2"
   "sick   --task sick $small --epochs 8"
   "sick_e --task sick_e $small --epochs 8"
-  "snli   --task snli --data-dir $RUNS/small-data $small --epochs 3"
-  "squad  --task squad --data-dir $RUNS/small-data --vectors glove-50d $small --epochs 3"
+  "snli   --task snli --data-dir $RUNS/small-data $small --epochs 10"
+  "squad  --task squad --data-dir $RUNS/small-data --vectors glove-50d $small --epochs 10"
   "trec   --task trec --hidden 150 --optimizer adam --lr 1e-3 --dropout 0.4 --epochs 20"
 )
 run() {

@@ -46,7 +46,7 @@ def test_nli_sick_e(tmp_path):
 def test_nli_snli_format(tmp_path):
     write_snli(tmp_path / "data" / "snli_1.0", random.Random(14), 1500)
     result = run(tmp_path, task="snli", encoder="biblosan", data_dir=str(tmp_path / "data"),
-                 optimizer="adam", lr=3e-3, batch_size=32, max_steps=200, eval_every=100,
+                 optimizer="adam", lr=3e-3, batch_size=32, max_steps=120, eval_every=60,
                  seed=14)
     assert result["test"]["accuracy"] > 0.6, result  # chance: 1/3
 
@@ -54,6 +54,6 @@ def test_nli_snli_format(tmp_path):
 def test_selection_squad_format(tmp_path):
     write_squad(tmp_path / "data" / "squad", random.Random(15), 300)
     result = run(tmp_path, task="squad", encoder="biblosan", data_dir=str(tmp_path / "data"),
-                 optimizer="adam", lr=3e-3, batch_size=16, max_steps=200, eval_every=100,
+                 optimizer="adam", lr=3e-3, batch_size=16, max_steps=120, eval_every=60,
                  seed=15)
     assert result["test"]["accuracy"] > 0.5, result  # chance: 1/4

@@ -136,9 +136,11 @@ def test_progress_bar_on_a_terminal(tmp_path):
     from blosa.train.progress import Progress
 
     stream = io.StringIO()
-    train_file = write_generic(tmp_path / "train.txt", random.Random(26), 100)
-    config = TrainConfig(task="generic", train_file=str(train_file), folds=2, max_steps=8,
-                         eval_every=4, **TINY)
+    rng = random.Random(26)
+    train_file = write_generic(tmp_path / "train.txt", rng, 100)
+    test_file = write_generic(tmp_path / "test.txt", rng, 20)
+    config = TrainConfig(task="generic", train_file=str(train_file), test_file=str(test_file),
+                         max_steps=8, eval_every=4, **TINY)
     import blosa.train.run as run_module
 
     original = run_module.Progress
