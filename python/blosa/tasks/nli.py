@@ -10,14 +10,13 @@ from __future__ import annotations
 from typing import Sequence
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from blosa.data.examples import Pair
-from blosa.tasks.base import (MakeEncoder, Task, built_encoder, check_class_labels, check_examples,
-                              check_model_args, check_num_classes, collate_pair_ids, encode_pair)
+from blosa.tasks.base import (ClassIdTask, MakeEncoder, PairModel, built_encoder,
+                              check_class_labels, check_examples, check_model_args,
+                              check_num_classes, collate_pair_ids)
 from blosa.tasks.classification import ClassifierHead
-from blosa.tasks.metrics import accuracy
 
 
 def nli_features(s1: torch.Tensor, s2: torch.Tensor) -> torch.Tensor:
@@ -25,32 +24,16 @@ def nli_features(s1: torch.Tensor, s2: torch.Tensor) -> torch.Tensor:
     return torch.cat([s1, s2, s1 - s2, s1 * s2], dim=-1)
 
 
-class NLIModel(nn.Module):
-    """forward(batch) with "ids1", "mask1" [B, n1] and "ids2", "mask2" [B, n2] -> logits [B, C].
+class NLIModel(PairModel):
+    """PairModel with features [s1; s2; s1 - s2; s1 * s2] [B, 4D] -> logits [B, C]."""
 
-    features(batch) -> [B, 4D] is the head's input.
-    """
-
-    def __init__(self, embedding: nn.Embedding, encoder: nn.Module, head: ClassifierHead):
-        super().__init__()
-        self.embedding = embedding
-        self.encoder = encoder
-        self.head = head
-
-    def features(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
-        return nli_features(*encode_pair(self.embedding, self.encoder, batch))
-
-    def forward(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
-        return self.head(self.features(batch))
+    combine = staticmethod(nli_features)
 
 
-class NLITask(Task):
+class NLITask(ClassIdTask):
     """A (premise, hypothesis) pair -> entailment / neutral / contradiction (0 / 1 / 2)."""
 
     family = "nli"
-    metric_names = ("accuracy",)
-    main_metric = "accuracy"
-    higher_is_better = True
 
     def __init__(self, num_classes: int = 3):
         super().__init__(check_num_classes(num_classes, self.family))
@@ -72,12 +55,3 @@ class NLITask(Task):
         head = ClassifierHead(4 * encoder.sentence_dim, hidden, self.num_classes, activation,
                               dropout)
         return NLIModel(embedding, encoder, head)
-
-    def loss(self, output: torch.Tensor, batch: dict[str, torch.Tensor]) -> torch.Tensor:
-        return F.cross_entropy(output, batch["label"])
-
-    def predict(self, output: torch.Tensor) -> torch.Tensor:
-        return output.argmax(dim=-1)
-
-    def compute_metrics(self, predictions, targets) -> dict[str, float]:
-        return {"accuracy": accuracy(predictions, targets)}

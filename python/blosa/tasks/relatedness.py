@@ -14,8 +14,9 @@ import torch.nn.functional as F
 from torch import nn
 
 from blosa.data.examples import Pair
-from blosa.tasks.base import (MakeEncoder, Task, built_encoder, check_examples, check_model_args,
-                              check_num_classes, collate_pair_ids, encode_pair, is_finite_number)
+from blosa.tasks.base import (MakeEncoder, PairModel, Task, built_encoder, check_examples,
+                              check_model_args, check_num_classes, collate_pair_ids,
+                              is_finite_number)
 from blosa.tasks.classification import ClassifierHead
 from blosa.tasks.metrics import mse, pearson, spearman
 
@@ -52,23 +53,13 @@ def relatedness_features(s1: torch.Tensor, s2: torch.Tensor) -> torch.Tensor:
     return torch.cat([s1 * s2, (s1 - s2).abs()], dim=-1)
 
 
-class RelatednessModel(nn.Module):
-    """forward(batch) with "ids1", "mask1" [B, n1], "ids2", "mask2" [B, n2] -> log p_hat [B, K].
+class RelatednessModel(PairModel):
+    """PairModel with features [s1 * s2; |s1 - s2|] [B, 2D] -> log p_hat [B, K]."""
 
-    features(batch) -> [B, 2D] is the head's input.
-    """
-
-    def __init__(self, embedding: nn.Embedding, encoder: nn.Module, head: ClassifierHead):
-        super().__init__()
-        self.embedding = embedding
-        self.encoder = encoder
-        self.head = head
-
-    def features(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
-        return relatedness_features(*encode_pair(self.embedding, self.encoder, batch))
+    combine = staticmethod(relatedness_features)
 
     def forward(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
-        return F.log_softmax(self.head(self.features(batch)), dim=-1)
+        return F.log_softmax(super().forward(batch), dim=-1)
 
 
 class RelatednessTask(Task):

@@ -18,15 +18,13 @@ from __future__ import annotations
 from typing import Sequence
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from blosa.data.examples import Passage
 from blosa.data.batching import pad_ids
 from blosa.nn.layers import Dense
-from blosa.tasks.base import (MakeEncoder, Task, built_encoder, check_examples, check_model_args,
-                              embed_and_encode, encode_ids)
-from blosa.tasks.metrics import accuracy
+from blosa.tasks.base import (ClassIdTask, MakeEncoder, built_encoder, check_examples,
+                              check_model_args, embed_and_encode, encode_ids)
 
 
 def selection_features(u: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
@@ -71,13 +69,10 @@ class SentenceSelector(nn.Module):
         return scores.masked_fill(~keep, float("-inf"))
 
 
-class SelectionTask(Task):
+class SelectionTask(ClassIdTask):
     """(question, passage sentences) -> the index of the sentence holding the answer."""
 
     family = "selection"
-    metric_names = ("accuracy",)
-    main_metric = "accuracy"
-    higher_is_better = True
     unused_parameters = True  # the passage encoder's sentence-level layers (see module doc)
 
     def __init__(self, num_classes: int | None = None):
@@ -122,13 +117,3 @@ class SelectionTask(Task):
         passage_encoder = built_encoder(make_encoder, 4 * encoder.sentence_dim)
         score = Dense(passage_encoder.token_dim, 1, dropout=dropout)
         return SentenceSelector(embedding, encoder, passage_encoder, score)
-
-    def loss(self, output: torch.Tensor, batch: dict[str, torch.Tensor]) -> torch.Tensor:
-        """Cross-entropy of the softmax over each passage's real sentences."""
-        return F.cross_entropy(output, batch["label"])
-
-    def predict(self, output: torch.Tensor) -> torch.Tensor:
-        return output.argmax(dim=-1)
-
-    def compute_metrics(self, predictions, targets) -> dict[str, float]:
-        return {"accuracy": accuracy(predictions, targets)}

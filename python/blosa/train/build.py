@@ -14,7 +14,7 @@ from blosa.data import BadLines, Vocab, embedding_matrix, load_dataset, load_vec
 from blosa.data.datasets import Dataset
 from blosa.data.examples import Pair, Passage, Sentence
 from blosa.nn import build_encoder
-from blosa.tasks import TASK_FAMILIES, Task
+from blosa.tasks import Task
 from blosa.train.config import TrainConfig
 from blosa.train.splits import carve_dev, stratified_folds
 
@@ -78,13 +78,8 @@ def build_vocab(train: list) -> Vocab:
     return Vocab.build(tokens for example in train for tokens in token_lists(example))
 
 
-def build_task(config: TrainConfig, dataset: Dataset) -> Task:
-    spec = dataset.spec
-    classes = spec.num_classes if spec.family != "classification" else len(dataset.label_names)
-    return TASK_FAMILIES[spec.family](num_classes=classes or None)
-
-
-def build_embedding(config: TrainConfig, vocab: Vocab, dim: int | None = None) -> tuple[nn.Embedding, int]:
+def build_embedding(config: TrainConfig, vocab: Vocab,
+                    dim: int | None = None) -> tuple[nn.Embedding, int]:
     """(embedding, words found in the vectors). Words found start from their vector, the others
     from U(-0.05, 0.05), padding and unknown at zero (section 4.1); fine-tuned unless
     config.fine_tune is False. With vectors "none", every word starts random (dim: its size)."""
@@ -112,13 +107,13 @@ def encoder_factory(config: TrainConfig):
     return make
 
 
-def build_model(config: TrainConfig, task: Task, vocab: Vocab, dim: int | None = None) -> tuple[nn.Module, int]:
+def build_model(config: TrainConfig, task: Task, vocab: Vocab,
+                dim: int | None = None) -> tuple[nn.Module, int]:
     """(the task's model, words found in the vectors), initialized from config.seed."""
     torch.manual_seed(config.seed)
     embedding, found = build_embedding(config, vocab, dim)
-    kw = {"activation": config.head_activation} if task.family in ("classification", "nli", "relatedness") else {}
     model = task.build_model(embedding, encoder_factory(config), hidden=config.head_hidden,
-                             dropout=config.dropout, **kw)
+                             dropout=config.dropout, activation=config.head_activation)
     return model, found
 
 

@@ -86,7 +86,8 @@ class TrainConfig:
         known = {f.name for f in dataclasses.fields(cls)}
         unknown = sorted(set(values) - known)
         if unknown:
-            raise ValueError(f"{path}: unknown settings {unknown} (a config of another blosa version?)")
+            raise ValueError(f"{path}: unknown settings {unknown} "
+                             "(a config of another blosa version?)")
         return cls(**values)
 
     def differences(self, other: "TrainConfig") -> dict[str, tuple]:
@@ -138,7 +139,8 @@ def validate(config: TrainConfig) -> None:
     if config.folds == 1 or config.folds < 0:
         bad("folds", f"must be 0 (no cross-validation) or >= 2, got {config.folds}")
     if config.folds and has_test:
-        bad("folds", f"{config.task} has a test split; cross-validation is for datasets without one")
+        bad("folds", f"{config.task} has a test split; cross-validation is for datasets "
+                     "without one")
     if config.block_len != "auto":
         if not config.block_len.isdigit() or int(config.block_len) < 1:
             bad("block_len", f'must be "auto" or an int >= 1, got {config.block_len!r}')

@@ -10,7 +10,8 @@ import torch
 from blosa.data import Vocab, pad_ids
 from blosa.data.tokenize import tokenize
 from blosa.train import checkpoint
-from blosa.train.build import build_model, build_task, make_splits, num_folds, read_dataset
+from blosa.tasks import build_task
+from blosa.train.build import build_model, make_splits, num_folds, read_dataset
 from blosa.train.config import TrainConfig
 from blosa.train.distributed import World
 from blosa.train.loop import evaluate
@@ -35,7 +36,7 @@ def load_run(run_dir: str | Path, data_dir: str | None = None):
     state = checkpoint.load(rd.best, config.device)["model"]
     dim = state[next(k for k in state if k.endswith("embedding.weight"))].shape[1]
     dataset, _ = read_dataset(config)
-    task = build_task(config, dataset)
+    task = build_task(dataset.spec)
     model, _ = build_model(dataclasses.replace(config, vectors="none"), task, vocab, dim)
     model.load_state_dict(state)
     return config, rd, vocab, task, dataset, model.to(config.device).eval()
@@ -62,7 +63,8 @@ def encode_lines(run_dir: str | Path, lines: list[str], batch_size: int = 128) -
     config, _, vocab, _, _, model = load_run(run_dir)
     out = []
     for start in range(0, len(lines), batch_size):
-        ids, mask = pad_ids([vocab.encode(tokenize(line)) for line in lines[start:start + batch_size]])
+        chunk = lines[start:start + batch_size]
+        ids, mask = pad_ids([vocab.encode(tokenize(line)) for line in chunk])
         ids, mask = ids.to(config.device), mask.to(config.device)
         _, sentence = model.encoder(model.embedding(ids), mask)
         out.append(sentence.float().cpu().numpy())

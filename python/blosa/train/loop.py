@@ -96,8 +96,8 @@ class Trainer:
                                           rank=world.rank, world_size=world.size)
         self.steps_per_epoch = len(self.sampler)
         if self.steps_per_epoch == 0:
-            raise ValueError(f"the training split has {len(splits.train)} examples: too few for one "
-                             f"batch on each of {world.size} processes")
+            raise ValueError(f"the training split has {len(splits.train)} examples: too few "
+                             f"for one batch on each of {world.size} processes")
         self.total_steps = self.config.epochs * self.steps_per_epoch
         if config.max_steps is not None:
             self.total_steps = min(self.total_steps, config.max_steps)
@@ -189,7 +189,8 @@ class Trainer:
         self.window["loss"] += loss.item() * size
         self.window["count"] += size
         if counts_accuracy(task):
-            self.window["correct"] += (task.predict(output.detach()) == task.target(batch)).sum().item()
+            hits = task.predict(output.detach()) == task.target(batch)
+            self.window["correct"] += hits.sum().item()
         self.window["seconds"] += time.perf_counter() - start
         self.step += 1
 
@@ -212,9 +213,9 @@ class Trainer:
                 end_of_epoch = self.position == len(batches)
                 if end_of_epoch:
                     self.epoch, self.position = self.epoch + 1, 0
-                w = self.window
-                bar.update(w["loss"] / max(w["count"], 1),
-                           w["correct"] / max(w["count"], 1) if counts_accuracy(self.task) else None,
+                w, count = self.window, max(self.window["count"], 1)
+                bar.update(w["loss"] / count,
+                           w["correct"] / count if counts_accuracy(self.task) else None,
                            w["count"] * self.world.size / max(w["seconds"], 1e-9))
                 if self._due(end_of_epoch):
                     bar.pause()

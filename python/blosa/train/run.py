@@ -7,7 +7,8 @@ import time
 from pathlib import Path
 
 from blosa.train import distributed
-from blosa.train.build import build_task, described, make_splits, num_folds, read_dataset
+from blosa.tasks import build_task
+from blosa.train.build import described, make_splits, num_folds, read_dataset
 from blosa.train.config import TrainConfig, validate
 from blosa.train.distributed import barrier
 from blosa.train.loop import Trainer
@@ -62,7 +63,7 @@ def train(config: TrainConfig, out: str | Path, resume: bool = False, quiet: boo
 
 def _one_run(config, dataset, fold, run_dir, world, progress, resuming) -> dict:
     splits = make_splits(config, dataset, fold)
-    trainer = Trainer(config, build_task(config, dataset), splits, run_dir, world, progress)
+    trainer = Trainer(config, build_task(dataset.spec), splits, run_dir, world, progress)
     progress.line(f"{'fold ' + str(fold) + ': ' if fold is not None else ''}train "
                   f"{len(splits.train)}, dev {len(splits.dev)}, test "
                   f"{len(splits.test) if splits.test is not None else 0} examples; vocabulary "
