@@ -37,7 +37,7 @@ PYTEST    := $(PY) -m pytest -q -n $(TEST_JOBS) --dist loadfile
 
 SOURCES := setup.py $(wildcard csrc/*.h csrc/*.cpp csrc/cpu/* csrc/cuda/*)
 
-.PHONY: setup build train test test-triton test-torch-min demo bench gpu-check clean
+.PHONY: setup build train reproduce test test-triton test-torch-min demo bench gpu-check clean
 
 # The stamp names a hash of what it installs: a venv made before the list changed installs again.
 DEPS := $(VENV)/.deps-$(shell echo '$(TORCH) $(DEV_DEPS)' | md5sum | cut -c1-8)
@@ -78,12 +78,31 @@ test-torch-min:
 # The main job: Bi-BloSAN on TREC from its real files (../shared/data when it is there, else the
 # official files fetched into the cache), about 6 minutes on 2 CPU cores; the run's folder is
 # runs/trec-biblosan-TIME. TRAIN_ARGS adds or overrides flags (see `blosa train --help`).
+# The preset "best" (python/blosa/train/presets.py) is Bi-BloSAN with 150 hidden units, Adam 1e-3,
+# dropout 0.4, 20 epochs.
 SHARED_DATA := $(wildcard ../shared/data/sc/TREC.train.all)
-TRAIN_FLAGS := --task trec --encoder biblosan --hidden 150 --optimizer adam --lr 1e-3 --dropout 0.4 \
-               --epochs 20
+TRAIN_FLAGS := --task trec --encoder biblosan --preset best
 train: setup
 	@if [ -z "$$BLOSA_DATA" ] && [ -z "$(SHARED_DATA)" ]; then $(PY) -m blosa download trec; fi
 	$(PY) -m blosa train $(TRAIN_FLAGS) $(TRAIN_ARGS)
+
+# A row of docs/RESULTS.md: `make reproduce TASK=trec` trains TASK with ENCODER and PRESET once per
+# seed in runs/reproduce/TASK-ENCODER-PRESET/seed-S (each with its log.txt), continuing what a
+# kill left, then prints the row beside the paper's number (blosa report --paper). The
+# cross-validated tasks (cr, mpqa, subj) take one seed: their spread is over the 10 folds.
+PRESET  ?= best
+ENCODER ?= biblosan
+SEEDS   ?= $(if $(filter cr mpqa subj,$(TASK)),0,0 1 2)
+REPRO   := runs/reproduce/$(TASK)-$(ENCODER)-$(PRESET)
+reproduce: setup
+	@if [ -z "$(TASK)" ]; then echo "make reproduce: name the row, as in TASK=trec" \
+	  "(trec sst1 sst2 cr mpqa subj sick sick_e)" >&2; exit 2; fi
+	@if [ -z "$$BLOSA_DATA" ] && [ -z "$(wildcard ../shared/data)" ]; then \
+	  $(PY) -m blosa download $(TASK); fi
+	for seed in $(SEEDS); do $(PY) -m blosa train --task $(TASK) --encoder $(ENCODER) \
+	  --preset $(PRESET) --seed $$seed --out $(REPRO)/seed-$$seed --resume --quiet \
+	  $(TRAIN_ARGS) || exit 1; done
+	$(PY) -m blosa report --paper $(addprefix $(REPRO)/seed-,$(SEEDS))
 
 demo: setup
 	$(PY) -m blosa.demo

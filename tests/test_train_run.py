@@ -49,8 +49,9 @@ def test_run_folder_metrics_and_last_line(tmp_path, capsys):
     assert lines[-1] == f"test: accuracy {result['test']['accuracy']:.4f} at the best dev step " \
                         f"{result['best_step']}"
     assert sum(line.startswith("step ") for line in lines) == 4  # one line per evaluation
-    assert {"config.json", "vocab.txt", "metrics.jsonl", "curves.png", "last.pt", "best.pt",
-            "result.json"} <= {p.name for p in out.iterdir()}
+    assert {"config.json", "vocab.txt", "metrics.jsonl", "log.txt", "curves.png", "last.pt",
+            "best.pt", "result.json"} <= {p.name for p in out.iterdir()}
+    assert (out / "log.txt").read_text().splitlines() == lines  # what it printed, kept
     assert set(result) == {"task", "encoder", "best_step", "best_epoch", "dev", "test", "seconds",
                            "commit"}
     assert result["test"]["accuracy"] > 0.75  # the good word decides: learnable in 40 steps
@@ -67,7 +68,7 @@ def test_run_folder_metrics_and_last_line(tmp_path, capsys):
     # blosa report: the run's row, whose command gives the run's settings again.
     assert main(["report", str(out)]) == 0
     row = capsys.readouterr().out.strip().splitlines()[-1]
-    assert f"| generic | biblosan | accuracy {result['test']['accuracy']:.4f} |" in row
+    assert f"| generic | biblosan | accuracy {100 * result['test']['accuracy']:.1f} |" in row
     command = row.split("`")[1].split()
     assert command[:2] == ["blosa", "train"]
     assert _config(parser().parse_args(command[1:])).resolved() == config

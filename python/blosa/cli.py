@@ -8,6 +8,7 @@ import time
 from blosa.data.datasets import DATASETS
 from blosa.nn import ENCODERS
 from blosa.train.config import AMP_MODES, DEVICES, OPTIMIZERS, TASK_DEFAULTS, TrainConfig
+from blosa.train.presets import PRESETS
 
 
 def _task_default(key: str) -> str:
@@ -23,6 +24,10 @@ def _add_train(sub) -> None:
                     "authors' setups (../shared/MODEL_NOTES.md); the run folder gets config.json, "
                     "vocab.txt, metrics.jsonl, curves.png, last.pt, best.pt and result.json.")
     p.add_argument("--task", required=True, choices=sorted(DATASETS), help="the dataset and task")
+    p.add_argument("--preset", choices=sorted(PRESETS),
+                   help="a named setup over the task's defaults (flags still win): paper (the "
+                        "paper's text) or best (the best found here; docs/RESULTS.md); default: "
+                        "none, the authors' code")
     p.add_argument("--encoder", default="biblosan", choices=sorted(ENCODERS),
                    help="the blosa.nn encoder (default: %(default)s)")
     p.add_argument("--data-dir", help="the folder of the datasets (default: $BLOSA_DATA, else "
@@ -56,7 +61,7 @@ def _add_train(sub) -> None:
     p.add_argument("--epochs", type=int, help=f"default: {_task_default('epochs')}")
     p.add_argument("--max-steps", type=int,
                    help="stop after this many steps (default: epochs decide)")
-    p.add_argument("--eval-every", type=int, default=0,
+    p.add_argument("--eval-every", type=int,
                    help="steps between dev evaluations and checkpoints (default: 0, once an epoch)")
     p.add_argument("--seed", type=int, default=0, help="default: %(default)s")
     p.add_argument("--folds", type=int, default=0,
@@ -125,7 +130,7 @@ def _cmd_download(args) -> int:
 def _cmd_report(args) -> int:
     from blosa.train.report import report
 
-    print(report(args.run_dirs))
+    print(report(args.run_dirs, paper=args.paper))
     return 0
 
 
@@ -143,8 +148,11 @@ def parser() -> argparse.ArgumentParser:
                                       "as a .npy array [lines, dim] on stdout")
     c.add_argument("run_dir")
     c.add_argument("--batch-size", type=int, default=128, help="default: %(default)s")
-    r = sub.add_parser("report", help="a markdown table of finished runs (their result.json)")
+    r = sub.add_parser("report", help="a markdown table of finished runs (their result.json): a "
+                                      "row per setup, its seeds' mean ± std")
     r.add_argument("run_dirs", nargs="+", metavar="RUN_DIR")
+    r.add_argument("--paper", action="store_true",
+                   help="add the paper's number for each task and encoder")
     d = sub.add_parser("download", help="fetch a dataset's official files into the cache")
     d.add_argument("task", help="a task (trec, sst1, ...) or a source name")
     d.add_argument("--cache-dir", help="default: $BLOSA_CACHE, else ~/.cache/blosa")

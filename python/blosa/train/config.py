@@ -57,7 +57,7 @@ class TrainConfig:
     weight_decay: float | None = None
     epochs: int | None = None
     max_steps: int | None = None  # stop after this many optimizer steps (None: epochs decide)
-    eval_every: int = 0  # steps between evaluations and checkpoints; 0: once per epoch
+    eval_every: int | None = None  # steps between evaluations and checkpoints; 0: once an epoch
     seed: int = 0
     folds: int = 0  # k-fold cross-validation; 0: none (datasets without a test split default to 10)
     dev_fraction: float = 0.1  # of train, carved as dev where the dataset has none
@@ -65,12 +65,17 @@ class TrainConfig:
     device: str = "cpu"
     amp: str = "none"
     compile: bool = False
-    extra: dict = field(default_factory=dict)  # reserved for presets of later versions
+    extra: dict = field(default_factory=dict)  # reserved for later versions
+    preset: str | None = None  # a named setup of blosa.train.presets, over the task's defaults
 
     def resolved(self) -> "TrainConfig":
-        """A copy with every None that has a task default filled in (hidden: 300)."""
-        defaults = dict(hidden=300, head_activation="relu", vectors="glove-50d")
+        """A copy with every None that has a default filled in: the preset's setting for the task,
+        else the task's default, else hidden 300, ReLU, glove-50d, an evaluation every epoch."""
+        from blosa.train.presets import preset_settings
+
+        defaults = dict(hidden=300, head_activation="relu", vectors="glove-50d", eval_every=0)
         defaults.update(TASK_DEFAULTS.get(self.task, {}))
+        defaults.update(preset_settings(self.preset, self.task))
         values = dataclasses.asdict(self)
         for key, value in defaults.items():
             if values.get(key) is None:

@@ -1,5 +1,6 @@
 """What a run prints: a tqdm bar with the running loss, accuracy and examples/s on a terminal, and
-one line per evaluation (the only output under --quiet or when stdout is not a terminal)."""
+one line per evaluation (the only output under --quiet or when stdout is not a terminal). The
+lines go to the run folder's log.txt too, so a run in the background keeps its log."""
 from __future__ import annotations
 
 import sys
@@ -19,10 +20,18 @@ class Progress:
         self.enabled = enabled
         self.bars = enabled and (self.stream.isatty() if bars is None else bars)
         self._bar = None
+        self.log = None
+
+    def log_to(self, path) -> None:
+        """Append every line from now on to the file `path` too."""
+        self.log = path
 
     def line(self, text: str) -> None:
         if not self.enabled:
             return
+        if self.log is not None:
+            with open(self.log, "a") as f:
+                f.write(text + "\n")
         if self._bar is not None:
             self._bar.write(text, file=self.stream)
         else:

@@ -1,14 +1,16 @@
 """`blosa report RUN_DIR...`: a markdown table of finished runs, from their result.json and
-config.json: task, encoder, the test metrics (mean ± std over folds), wall time, seed, commit and
-the command that reruns it."""
+config.json: a row per setup (the seeds of one setup averaged), the paper's number beside ours,
+wall time, seeds, commit and the command that reruns it."""
 from __future__ import annotations
 
 import dataclasses
 import json
+import statistics
 import subprocess
 from pathlib import Path
 
 from blosa.train.config import TrainConfig
+from blosa.train.paper import paper_result
 
 
 def source_commit() -> str | None:
@@ -23,14 +25,16 @@ def source_commit() -> str | None:
 
 
 def command_of(config: TrainConfig) -> str:
-    """The `blosa train` command line that gives `config`: the flags whose values differ from
-    the defaults of the task, written as given."""
-    default = TrainConfig(task=config.task).resolved()
+    """The `blosa train` command line that gives `config`: its preset, then the flags whose
+    values differ from the task's defaults under that preset, written as given."""
+    default = TrainConfig(task=config.task, preset=config.preset).resolved()
     flags = {"train_file": "--train", "test_file": "--test", "fine_tune": "--freeze-vectors"}
     words = ["blosa", "train", "--task", config.task]
+    if config.preset:
+        words += ["--preset", config.preset]
     for field in dataclasses.fields(config):
         name, value = field.name, getattr(config, field.name)
-        if name in ("task", "extra", "data_dir") or value == getattr(default, name):
+        if name in ("task", "extra", "data_dir", "preset") or value == getattr(default, name):
             continue
         flag = flags.get(name, "--" + name.replace("_", "-"))
         if isinstance(value, bool):
@@ -40,26 +44,65 @@ def command_of(config: TrainConfig) -> str:
     return " ".join(words)
 
 
-def _metric(result: dict, name: str) -> str:
-    value = result["test"][name]
-    if "std" in result:
-        return f"{value:.4f} ± {result['std']['test'][name]:.4f}"
-    return f"{value:.4f}"
+def _number(metric: str, value: float) -> str:
+    """Accuracy in percent with one decimal, as the paper prints it; other metrics 4 decimals."""
+    return f"{100 * value:.1f}" if metric == "accuracy" else f"{value:.4f}"
 
 
-def report(run_dirs: list[str | Path]) -> str:
-    """The markdown table of the runs, one row each, in the order given."""
-    rows = ["| task | encoder | test | seconds | seed | commit | command |",
-            "|---|---|---|---|---|---|---|"]
+def _cell(runs: list[dict], metric: str) -> str:
+    """The metric over a setup's runs: mean ± std over seeds, or over a lone run's folds."""
+    values = [r["test"][metric] for r in runs]
+    if len(runs) > 1:
+        mean, std = statistics.fmean(values), statistics.stdev(values)
+    elif "std" in runs[0]:
+        mean, std = values[0], runs[0]["std"]["test"][metric]
+    else:
+        return _number(metric, values[0])
+    return f"{_number(metric, mean)} ± {_number(metric, std)}"
+
+
+def _spread(runs: list[dict]) -> str:
+    folds = f"{len(runs[0]['folds'])} folds" if "folds" in runs[0] else ""
+    if len(runs) == 1:
+        return f" ({folds})" if folds else ""
+    return f" ({len(runs)} seeds" + (f" of {folds} each)" if folds else ")")
+
+
+def _load(run_dir: str | Path) -> tuple[dict, TrainConfig]:
+    path = Path(run_dir)
+    if not (path / "result.json").exists():
+        raise ValueError(f"{path} holds no finished run (no result.json)")
+    return json.loads((path / "result.json").read_text()), TrainConfig.load(path / "config.json")
+
+
+def report(run_dirs: list[str | Path], paper: bool = False) -> str:
+    """The markdown table of finished runs, a row per setup in the order first seen: runs whose
+    settings differ only in the seed (and the data folder) share a row, their test metrics as mean
+    ± std over the seeds (a lone cross-validated run's std is over its folds), the mean wall time
+    per run and the command that reruns it (with --seed S for each seed listed). paper: a column
+    with the paper's number for the task and encoder (blosa.train.paper), for runs on the
+    paper's data."""
+    groups: dict[str, list[tuple[dict, TrainConfig]]] = {}
     for run_dir in run_dirs:
-        path = Path(run_dir)
-        if not (path / "result.json").exists():
-            raise ValueError(f"{path} holds no finished run (no result.json)")
-        result = json.loads((path / "result.json").read_text())
-        config = TrainConfig.load(path / "config.json")
-        metrics = ", ".join(f"{name} {_metric(result, name)}" for name in result["test"])
-        folds = f" ({len(result['folds'])} folds)" if "folds" in result else ""
-        rows.append(f"| {result['task']} | {result['encoder']} | {metrics}{folds} | "
-                    f"{result['seconds']:.0f} | {config.seed} | {result.get('commit') or '-'} | "
-                    f"`{command_of(config)}` |")
+        result, config = _load(run_dir)
+        key = json.dumps(dataclasses.asdict(dataclasses.replace(config, seed=0, data_dir=None)),
+                         sort_keys=True)
+        groups.setdefault(key, []).append((result, config))
+    header = ["task", "encoder", "test", *(["paper"] if paper else []), "seeds",
+              "seconds per run", "commit", "command"]
+    rows = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for members in groups.values():
+        runs = [result for result, _ in members]
+        config = members[0][1]
+        if len(members) > 1:
+            config = dataclasses.replace(config, seed=0)
+        metrics = ", ".join(f"{name} {_cell(runs, name)}" for name in runs[0]["test"])
+        theirs = ", ".join(f"{name} {value}" for name, value in
+                           paper_result(config.task, config.encoder).items()) or "-"
+        seeds = ", ".join(str(c.seed) for _, c in members)
+        commits = ", ".join(dict.fromkeys(r.get("commit") or "-" for r in runs))
+        seconds = statistics.fmean(r["seconds"] for r in runs)
+        cells = [config.task, config.encoder, metrics + _spread(runs), *([theirs] if paper else []),
+                 seeds, f"{seconds:.0f}", commits, f"`{command_of(config)}`"]
+        rows.append("| " + " | ".join(cells) + " |")
     return "\n".join(rows)

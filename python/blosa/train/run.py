@@ -42,6 +42,7 @@ def train(config: TrainConfig, out: str | Path, resume: bool = False, quiet: boo
         barrier(world)  # every process has checked the folder before rank 0 writes to it
         if world.is_main and not resuming:
             run_dir.create(config)
+        progress.log_to(run_dir.log_txt)
         progress.line(f"blosa train: {described(config)} -> {out}")
         progress.line(f"data: {dataset!r}" + (f"; skipped {len(bad)} malformed lines "
                                                 f"(--skip-bad-lines)" if len(bad) else ""))

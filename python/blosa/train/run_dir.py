@@ -1,5 +1,5 @@
-"""A run's folder: config.json, vocab.txt, metrics.jsonl, curves.png, last.pt, best.pt and,
-once the run has ended, result.json."""
+"""A run's folder: config.json, vocab.txt, metrics.jsonl, log.txt, curves.png, last.pt, best.pt
+and, once the run has ended, result.json."""
 from __future__ import annotations
 
 import json
@@ -19,6 +19,7 @@ class RunDir:
         self.config = self.path / "config.json"
         self.vocab = self.path / "vocab.txt"
         self.metrics = self.path / "metrics.jsonl"
+        self.log_txt = self.path / "log.txt"
         self.curves = self.path / "curves.png"
         self.last = self.path / "last.pt"
         self.best = self.path / "best.pt"

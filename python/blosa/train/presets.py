@@ -1,0 +1,52 @@
+"""Named setups, `blosa train --preset NAME`: per task, settings that replace the task's defaults
+(TASK_DEFAULTS, the authors' code); flags given on the command line still win over both.
+
+- ``paper``: the paper's own text (section 4 and Appendix B) where it says something other than
+  the authors' code: Adam with batch 32, keep probability 0.6 and L2 1e-4 for all six sentence
+  classification tasks (the code uses Adadelta for TREC and SST); Adadelta, batch 64, keep 0.7
+  for SICK. Only 50-d GloVe is here (the paper used 300-d GloVe 6B).
+- ``best``: what gave the best dev scores here with the 50-d GloVe package, within a budget of
+  minutes to an hour on 2 CPU cores (docs/RESULTS.md says what was tried).
+"""
+from __future__ import annotations
+
+_PAPER_SC = dict(optimizer="adam", lr=1e-3, batch_size=32, dropout=0.4, weight_decay=1e-4,
+                 hidden=300)
+_PAPER_NLI = dict(optimizer="adadelta", lr=0.5, batch_size=64, dropout=0.25, weight_decay=5e-5,
+                  hidden=300)
+_BEST_SC = dict(optimizer="adam", lr=1e-3, dropout=0.4, hidden=150)
+
+PRESETS: dict[str, dict[str, dict]] = {
+    "paper": {
+        **{task: _PAPER_SC for task in ("trec", "sst1", "sst2", "cr", "mpqa", "subj", "generic")},
+        "sick": dict(optimizer="adadelta", lr=0.5, batch_size=64, dropout=0.3, weight_decay=1e-4,
+                     hidden=300),
+        "sick_e": _PAPER_NLI,  # not in the paper: SNLI's setup
+        "snli": dict(_PAPER_NLI, epochs=50),
+        "squad": dict(optimizer="adadelta", lr=0.5, batch_size=32, dropout=0.25,
+                      weight_decay=5e-5, hidden=100, vectors="wink-100d"),
+    },
+    "best": {
+        "trec": dict(_BEST_SC, epochs=20),
+        "sst1": dict(_BEST_SC, batch_size=64, epochs=4, eval_every=500),
+        "sst2": dict(_BEST_SC, batch_size=64, epochs=4, eval_every=500),
+        "cr": dict(_BEST_SC, epochs=6),
+        "mpqa": dict(_BEST_SC, epochs=4),
+        "subj": dict(_BEST_SC, epochs=4),
+        "sick": dict(_BEST_SC, epochs=12),
+        "sick_e": dict(_BEST_SC, epochs=12),
+    },
+}
+
+
+def preset_settings(name: str | None, task: str) -> dict:
+    """The settings preset `name` gives `task` ({} for no preset); ValueError naming --preset for
+    an unknown preset or a task the preset has no setup for."""
+    if name is None:
+        return {}
+    if name not in PRESETS:
+        raise ValueError(f"--preset: unknown preset {name!r}; choose from {sorted(PRESETS)}")
+    if task not in PRESETS[name]:
+        raise ValueError(f"--preset: {name} has no setup for task {task!r}; it has one for "
+                         f"{sorted(PRESETS[name])}")
+    return dict(PRESETS[name][task])
