@@ -32,12 +32,15 @@ endif
 # core's Python work (the Triton interpreter's most of all), so CI's two cores take two. A test
 # file runs whole in one process (--dist loadfile), so that a module fixture that compiles (the
 # CUDA emulation, compile_check's kernels, the deployed program) compiles once.
+# Each of those processes runs torch on one thread: two processes of two threads each on two
+# cores fight for them (one third of the suite took twice the CPU time so, 71 s against 34 s).
 TEST_JOBS ?= 2
-PYTEST    := $(PY) -m pytest -q -n $(TEST_JOBS) --dist loadfile
+PYTEST    := $(if $(filter-out 0,$(TEST_JOBS)),OMP_NUM_THREADS=1) $(PY) -m pytest -q \
+             -n $(TEST_JOBS) --dist loadfile
 
 SOURCES := setup.py $(wildcard csrc/*.h csrc/*.cpp csrc/cpu/* csrc/cuda/*)
 
-.PHONY: setup build train reproduce test test-triton test-torch-min demo bench gpu-check clean
+.PHONY: setup build train reproduce test test-triton test-torch-min demo bench figures gpu-check clean
 
 # The stamp names a hash of what it installs: a venv made before the list changed installs again.
 DEPS := $(VENV)/.deps-$(shell echo '$(TORCH) $(DEV_DEPS)' | md5sum | cut -c1-8)
@@ -56,24 +59,35 @@ $(VENV)/.built: $(DEPS) $(SOURCES)
 	$(PY) -m pip install -q --no-build-isolation --no-deps -e .
 	touch $@
 
+# SKIP_TESTS: test files (globs) to leave out; TRITON_STRIDE: see test-triton.
 test: setup
-	$(PYTEST) tests
+	$(PYTEST) tests $(addprefix --ignore=,$(wildcard $(SKIP_TESTS)))
 	$(MAKE) --no-print-directory test-triton
 
 # The Triton kernels run on CPU through the interpreter, in a process of their own so that
-# TRITON_INTERPRET=1 is set before triton is imported.
+# TRITON_INTERPRET=1 is set before triton is imported. TRITON_STRIDE=i/k runs every k-th test from
+# the i-th only (BLOSA_TEST_STRIDE, tests/shards.py): CI runs half under each supported triton.
 test-triton: setup
-	TRITON_INTERPRET=1 $(PYTEST) tests/triton
+	TRITON_INTERPRET=1 $(if $(TRITON_STRIDE),BLOSA_TEST_STRIDE=$(TRITON_STRIDE)) $(PYTEST) tests/triton
 
-# The whole suite again under TORCH_MIN, in its own venv and in a copy of the tree (tracked and
-# untracked files, as git sees them), so that its build does not replace the extension of .venv.
-# The copy finds the shared datasets as the tree does, beside it: build/shared -> ../shared.
+# The suite again under TORCH_MIN, in its own venv and in a copy of the tree (tracked and untracked
+# files, as git sees them), so that its build does not replace the extension of .venv. The copy
+# finds the shared datasets as the tree does, beside it: build/shared -> ../shared. It leaves out
+# the files whose tests do not depend on torch's version (MIN_SKIP; `make test` runs them): the
+# CUDA sources emulated in C++ (the build compiles the real ones against TORCH_MIN's headers),
+# the data layer's readers, the GPU tools' text parsers, the memory probe, the sharding, the demo
+# and import-error messages, and the trainer's minutes of real runs per task family (its loop,
+# resume and torchrun tests stay).
+MIN_SKIP := tests/test_cuda_emulated.py tests/test_data_*.py tests/test_tasks_metrics.py \
+            tests/test_bench_tools.py tests/test_bench_targets.py tests/test_memprobe.py \
+            tests/test_shards.py tests/test_demo.py tests/test_import_error.py \
+            tests/test_train_families.py
 test-torch-min:
 	rm -rf $(MIN_TREE) && mkdir -p $(MIN_TREE)
 	git ls-files -co --exclude-standard | tar --ignore-failed-read -cf - -T - | tar -xf - -C $(MIN_TREE)
 	if [ -d ../shared ]; then ln -sfn $(CURDIR)/../shared $(dir $(MIN_TREE))shared; fi
 	$(MAKE) --no-print-directory -C $(MIN_TREE) test VENV=$(CURDIR)/.venv-torch-min \
-	  TORCH=$(TORCH_MIN) NUMPY=$(NUMPY_MIN)
+	  TORCH=$(TORCH_MIN) NUMPY=$(NUMPY_MIN) SKIP_TESTS="$(MIN_SKIP)" TRITON_STRIDE=$(TRITON_STRIDE)
 
 # The main job: Bi-BloSAN on TREC from its real files (../shared/data when it is there, else the
 # official files fetched into the cache), about 6 minutes on 2 CPU cores; the run's folder is
@@ -110,10 +124,14 @@ demo: setup
 bench: setup
 	$(PY) -m pytest bench --benchmark-only -q
 
+# The paper's Figure 3 and a long-sequence figure, measured: CSV and PNG under docs/figures/.
+figures: setup
+	$(PY) bench/figures.py
+
 # On a CUDA machine with torch preinstalled (no venv): build against that torch, run the GPU
 # tests and benchmarks, print a short table last.
 gpu-check:
-	bash bench/gpu_check.sh
+	bash bench/gpu_tools/gpu_check.sh
 
 clean:
 	rm -rf build python/blosa/*.so python/*.egg-info $(VENV)/.built .venv-torch-min/.built

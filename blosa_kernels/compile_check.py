@@ -21,7 +21,7 @@ bwd_fused_kernel-bf16-w8-BM64-BD32, -RN at the end for a config whose registers 
 then -poly for the row-tile forward's POLY_EXP2 loop, -dN for a per-pair kernel compiled for d = N,
 -trimmed for the fused backward's TRIMMED loop),
 for `cuobjdump -sass` (the cuobjdump that triton bundles will do) or
-`python bench/sass_loads.py --so FILE --kernels NAME` (loop sizes, MUFU, barriers, load distances),
+`python bench/gpu_tools/sass_loads.py --so FILE --kernels NAME` (loop sizes, MUFU, barriers, load distances),
 and beside each its PTX (the same name, .ptx): the order Triton issued, before ptxas's schedule.
 """
 from __future__ import annotations
@@ -70,7 +70,7 @@ def cases():
     other = dict(tanh, ROW_AXIS=1 - configs.BLOCK_ROW_AXIS)
     lse, no_lse = dict(WRITE_LSE=True), dict(WRITE_LSE=False)
     # First, so that the autotune configs compile on it: the forward of a bfloat16 training step
-    # at r = 8 (no lse, no mask, bench/RESULTS.md); then others, with a mask (MASKED: padding
+    # at r = 8 (no lse, no mask, bench/HISTORY.md); then others, with a mask (MASKED: padding
     # keys' rows zeroed) or without, the last the first's step with a mask.
     yield forward.fwd_blocks_kernel, "bf16", dict(ax, **no_lse, FAST_TANH=True, FIXED_PIVOT=True, MASKED=False,
                                                   R=8, TILE=64, BD=32)

@@ -66,13 +66,13 @@ PAIRS_DENSE = True
 # of its own (an IMAD.WIDE, in the forward a MOV too), and splitting the element's index into
 # block and feature takes a multiply instead of a division. On sm_90 (bfloat16, r = 8,
 # "forward", 4 warps; `python -m blosa_kernels.compile_check --cubin-dir DIR`, then `python
-# bench/sass_loads.py --whole --so DIR/FILE.cubin --kernels pairs`, the D = 0 and D = 300
+# bench/gpu_tools/sass_loads.py --whole --so DIR/FILE.cubin --kernels pairs`, the D = 0 and D = 300
 # binaries of a case):
 # dense forward (Newton 1 / sum) 464 -> 376 instructions, 32 registers both, every load issued
 # before the first is read in both; dense recomputing backward 736 -> 680, 64 -> 56 registers
 # (9 programs of 4 warps an SM instead of 8); with a mask (1 / sum by division), forward 648
 # -> 560 and backward 952 -> 888. The special-function ops stay (the division's MUFU.RCP
-# goes). False until an H200 measures it (bench/gpu_rates.py variant pairs-static-d): the
+# goes). False until an H200 measures it (bench/gpu_tools/gpu_rates.py variant pairs-static-d): the
 # dense bfloat16 r = 8 forward's issue slots and its special-function unit are about equally
 # loaded (464 instructions, 57 such ops of 8 cycles), so what fewer instructions gain there is
 # for the GPU to say; the backward issues more (736 for 57).
@@ -107,7 +107,7 @@ def setting(name: str, *allowed: str) -> str:
 # r = 8 forward, whose 56 tanh and exp are its work, and a slow-path test). Newton: that forward
 # 64 -> 57 special-function ops and 480 -> 464 instructions, its backward 64 -> 57 at 760
 # (sm_90; `python -m blosa_kernels.compile_check --cubin-dir DIR`, then `python
-# bench/sass_loads.py --whole --so`); on an H200 (2026-11-28, third run) the bfloat16 r = 8
+# bench/gpu_tools/sass_loads.py --whole --so`); on an H200 (2026-11-28, third run) the bfloat16 r = 8
 # forward 0.0218 -> 0.0209 ms (1.04x), forward+backward 0.0732 -> 0.0720. float32 keeps the
 # division.
 PAIRS_RECIPROCAL = "newton"
@@ -132,7 +132,7 @@ def pairs_reciprocal_steps(dtype_name: str, backward: bool = False) -> int:
 # query attends issue 274 instructions a warp, 64 of them special-function ops (32 tanh, 32
 # exp2) that hold the unit 8 cycles each, 512 cycles; with half-poly 370 instructions and 48
 # such ops, 384 cycles (160 -> 168 registers, no spill; `python -m blosa_kernels.compile_check
-# --cubin-dir DIR`, then `python bench/sass_loads.py --blocks --kernels fwd_rows --so
+# --cubin-dir DIR`, then `python bench/gpu_tools/sass_loads.py --blocks --kernels fwd_rows --so
 # DIR/fwd_rows_kernel-bf16-w2-BM16-BD64-R168[-poly].cubin`: the blocks along that path). On the
 # 4-warp capped shapes ptxas waits on the next pair's mask byte once a pair. bench/
 # sfu_peak.py's loops on an H200: 2.03e12 elements/s with half the exp2 by polynomial, 1.87e12
@@ -151,7 +151,7 @@ def rows_poly_exp2(dtype_name: str) -> bool:
 # batch and queries, float32 too): "mv", a matrix-vector product with ones (one cuBLAS gemv,
 # which reads the rows once), or "sum", ATen's reduction. Both are deterministic. On an H200
 # (2026-11-28, third run) "mv" took the bfloat16 r = 8 forward+backward 0.0732 -> 0.0665 ms
-# (1.10x), float32 0.099 -> 0.092; alone (bench/bias_reduce.py) 0.0095 ms against 0.0297 for
+# (1.10x), float32 0.099 -> 0.092; alone (bench/gpu_tools/bias_reduce.py) 0.0095 ms against 0.0297 for
 # [24576, 300] float32 rows and 0.027 against 0.096 for [65536, 300].
 BIAS_SUM = "mv"
 # Above this scale the scores are shifted by a running max instead of the constant c
@@ -181,7 +181,7 @@ BLOCK_ROW_AXIS = _block_row_axis(triton.__version__)
 # element's tanh and exp computed twice) or "fused" (bwd_fused_kernel + bwd_dkv_sums_kernel,
 # once, through a 2·cdiv(r, FUSED_ROWS)·B·n·d float32 scratch; blocks up to FUSED_MAX_BLOCK).
 # Fused is the default: forward+backward 1.19-1.23x faster on an H200 at B=64, one block of
-# n=384, d=300, peak memory +479 MiB instead of +197 (float32; bench/RESULTS.md, 2026-11-27).
+# n=384, d=300, peak memory +479 MiB instead of +197 (float32; bench/HISTORY.md, 2026-11-27).
 # Split needs no scratch.
 BACKWARD = _environment("BLOSA_TRITON_BACKWARD", "fused", "split", "fused")
 FUSED_MAX_BLOCK = 512
@@ -199,7 +199,7 @@ FUSED_MAX_BLOCK = 512
 # and 176); at one block of 384 under "forward" 28% of the keys a tile streams are within it,
 # so 197 -> 167 instructions a key on average (1.18x fewer); 136 registers both with 3.6 (the
 # same code uncapped takes 128: 16 warps an SM), 131 -> 136 with 3.8; no spill (`python
-# -m blosa_kernels.compile_check --cubin-dir DIR`, then `python bench/sass_loads.py --blocks
+# -m blosa_kernels.compile_check --cubin-dir DIR`, then `python bench/gpu_tools/sass_loads.py --blocks
 # --kernels bwd_fused --so DIR/bwd_fused_kernel-bf16-w1-BM64-BD4-R136[-trimmed].cubin`, the
 # loop's blocks along each path). "plain" until "trimmed" is measured (gpu_rates variant
 # fused-trimmed).
@@ -239,12 +239,12 @@ DQ_CONFIGS = [_cfg(w, BM=t, BD=bd) for w, t, bd in _SHAPES]
 # (H200, 2026-11-27), where, 16 elements a thread, it takes 236 registers with triton 3.6 and 200
 # with 3.8 (the benchmark's bfloat16 training forward, compile_check's first case of the kernel):
 # 2 thread blocks of 4 warps per SM. Capped, at most 168 with no spill and a key loop 6
-# instructions longer (`python bench/sass_loads.py --so` on compile_check's binaries), so 12
+# instructions longer (`python bench/gpu_tools/sass_loads.py --so` on compile_check's binaries), so 12
 # warps fit per SM instead of 8. The other capped shapes have fewer rows and more features a
 # warp, the same code a thread (16 rows of one feature: same registers and loop): a query tile's
 # keys past its first row are computed for all its rows and masked for the rows before them,
 # which at one block of 384 under "forward" is 16.4% more (query, key) pairs than allowed with
-# 64 rows a tile, 8.1% with 32 and 3.9% with 16 (bench/RESULTS.md). The autotuner keeps
+# 64 rows a tile, 8.1% with 32 and 3.9% with 16 (bench/HISTORY.md). The autotuner keeps
 # whichever is fastest: on the H200 (2026-11-27, second run; before the 16-row shape) the capped
 # 32 x 64 one for every one-block key, the forward 1.07x (bfloat16) and 1.10x (float32) faster
 # than before; on 2026-11-28 (three runs) the 16-row one for the bfloat16 one-block forward
@@ -259,7 +259,7 @@ DQ_CONFIGS = [_cfg(w, BM=t, BD=bd) for w, t, bd in _SHAPES]
 # (compile_check prints them), so 21 one-warp programs fit an SM (12 warps with the capped shapes); a key step of 89
 # instructions and 16 special-function ops (128 cycles of that unit: still its bound) against
 # the 16 x 64 shape's 137 and 32 for twice the elements (compile_check's binaries,
-# `python bench/sass_loads.py --blocks --kernels fwd_rows --so DIR/...-w1-BM16-BD16.cubin`).
+# `python bench/gpu_tools/sass_loads.py --blocks --kernels fwd_rows --so DIR/...-w1-BM16-BD16.cubin`).
 # Not yet measured (2026-11-29): the autotuner takes it where it is faster.
 ROWS_MAXNREG = 168
 ROWS_CONFIGS = DQ_CONFIGS + [_cfg(4, BM=64, BD=32, maxnreg=ROWS_MAXNREG),
@@ -285,7 +285,7 @@ PAIRS_CONFIGS = [_cfg(w, BLOCK=32 * w) for w in (4, 8, 2, 16)]
 # element a thread moves 2 (a warp's 64 bytes of a 600-byte row), with fewer instructions an
 # element and more registers; a backward of 4 elements a thread is left out for its registers.
 # Figures, and the wide forwards' loads that ptxas schedules behind the first math: "Made
-# without a GPU (2026-11-29, session 26)" in bench/RESULTS.md. With d an argument (D = 0) the
+# without a GPU (2026-11-29, session 26)" in bench/HISTORY.md. With d an argument (D = 0) the
 # compiler proves none of it: more elements a thread only take more registers, so those calls
 # keep PAIRS_CONFIGS. Not yet measured (gpu_rates variant pairs-static-d, whose autotuner takes
 # these where they are faster).
@@ -301,7 +301,7 @@ PAIRS_INDEX32_MAX = 2**31 - 1 - 4096
 # Registers on sm_90, on compile_check's first case (the benchmark's bfloat16 training step),
 # triton 3.8 / 3.6: (8, 32) 191 / 193, 8 elements a thread; (4, 8) 80 / 84, 4 elements;
 # (2, 8) 130 / 167 and (1, 4) 167 / 163, 8 elements, fewer barriers. At 16 elements it spills.
-# (`python -m blosa_kernels.compile_check --cubin-dir DIR`, then `python bench/sass_loads.py
+# (`python -m blosa_kernels.compile_check --cubin-dir DIR`, then `python bench/gpu_tools/sass_loads.py
 # --so DIR/FILE.cubin --kernels bwd_fused`.)
 # Rows are FUSED_ROWS in every shape: the scratch's layout depends on them. Then (1, 4), the
 # autotuner's pick for bfloat16 on the H200 (2026-11-27), with registers capped at

@@ -93,7 +93,7 @@ def fwd_blocks_kernel(
         u_lo = 1
     # Keys stream two offsets ahead: offset u + 2's rows are loaded at step u (the last offset
     # is loaded again rather than tested). ptxas issues these loads at the end of the step's
-    # math, so one offset ahead each step waited for its rows (SASS, sm_90; bench/RESULTS.md).
+    # math, so one offset ahead each step waited for its rows (SASS, sm_90; bench/HISTORY.md).
     nxt_real, nxt_dep, nxt_val = block_key_rows(mask, dep, value, b, n, d, start, u_lo, m_blk,
                                                 o_k, m_k)
     aft_real, aft_dep, aft_val = block_key_rows(mask, dep, value, b, n, d, start,

@@ -19,7 +19,7 @@ masked_block_attn_triton, called eagerly on plain tensors (no torch.compile, jit
 transform, tensor subclass or torch function/dispatch mode: nothing that must see the op), runs
 the same kernels through a torch.autograd.Function instead: torch.library's dispatch, its
 autograd wrapper and wrap_triton cost a call more host time than the kernels themselves at the
-paper's sizes (bench/host_overhead.py; bench/RESULTS.md). Under torch.profiler its ranges carry
+paper's sizes (bench/gpu_tools/host_overhead.py; bench/HISTORY.md). Under torch.profiler its ranges carry
 the ops' names; like the ops' backward, its backward has no derivative; its launches reuse the
 autotuner's pick without Autotuner.run (_picked).
 """

@@ -130,7 +130,7 @@ def block_rows(x, n, d, r, m_e, start, base, R: tl.constexpr, DENSE: tl.constexp
     of R [BLOCK] tiles. Loaded before any math, with the keys: ptxas issues a load where the
     code puts it, and with each query's rows loaded at its turn, most of the forward's loads were
     read before its last one was issued, each a wait for memory (6 now, the mask bytes among
-    them, and none under DENSE; `python bench/sass_loads.py --whole`, bench/RESULTS.md)."""
+    them, and none under DENSE; `python bench/gpu_tools/sass_loads.py --whole`, bench/HISTORY.md)."""
     rows = ()
     for u in tl.static_range(R):
         m_u = row_exists(n, r, start, m_e, u, DENSE)

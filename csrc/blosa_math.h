@@ -130,7 +130,7 @@ BLOSA_HD void pair_grad_accumulate(T p, T t, T v, T o, T g, T& a, T& s, T& r, T&
 // correct. With e the pair's unnormalized weight and gs = g / sum_i e the query's,
 //   a += e w (v - o),   d_dep += e w (v - o) gs,   d_value += e gs,
 // and d_head[j] = a gs: 7 operations a pair where pair_grad_accumulate, handed p = e / sum,
-// takes 10 (that kernel's time has followed its instruction count: bench/RESULTS.md).
+// takes 10 (that kernel's time has followed its instruction count: bench/HISTORY.md).
 template <typename T>
 BLOSA_HD void recomputed_pair_grad_accumulate(T e, T t, T v, T o, T gs, T& a, T& d_dep,
                                               T& d_value) {
@@ -157,7 +157,7 @@ template <typename T> BLOSA_HD T head_grad(T g, T a, T s, T r) { return g * (a -
 //   ex2.approx.ftz.f32  max relative error about 2^-22 (a few ulp); subnormal results are
 //                       flushed to 0, which never matters here since p >= 2^-116 on the
 //                       fixed-pivot path (c <= 40) and p is an unnormalized weight anyway.
-// The error measured on a GPU is recorded in bench/RESULTS.md.
+// The error measured on a GPU is recorded in bench/HISTORY.md.
 // ---------------------------------------------------------------------------------------------
 
 constexpr double kLog2e = 1.4426950408889634074;  // log2(e)
@@ -186,7 +186,7 @@ BLOSA_HD float exp2_fast(float x) {
 BLOSA_HD double exp2_fast(double x) { return std::exp2(x); }
 
 // 1 / x without the special-function unit, for the kernels whose time that unit bounds (the
-// r = 8 forward: 28 tanh, 28 exp2 and 7 reciprocals a thread, bench/RESULTS.md): an estimate
+// r = 8 forward: 28 tanh, 28 exp2 and 7 reciprocals a thread, bench/HISTORY.md): an estimate
 // from x's bits (the exponent negated and the mantissa roughly inverted: relative error at most
 // 0.101), then kSteps Newton steps r += r (1 - x r), each squaring the error: at most 1.1e-4
 // after 2 (far inside bfloat16's rounding), float's own rounding after 3. Two FMAs a step.

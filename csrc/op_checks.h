@@ -153,9 +153,9 @@ inline void check_saved_tensors(const at::Tensor& grad_out, const at::Tensor& ou
 // (backward_small_recompute in csrc/cuda/small_blocks.cuh) holds each query's keys in
 // registers, so it recomputes the softmax with no extra tanh or exp and skips reading out and
 // lse: at r = 8 in bfloat16 that is 44 of the backward's 147 MB, and the forward's 29 MB of
-// lse (bench/RESULTS.md). The CPU backward recomputes with a second tanh and exp per pair, so
+// lse (bench/HISTORY.md). The CPU backward recomputes with a second tanh and exp per pair, so
 // there a differentiable call keeps saving lse (recomputing made forward+backward 10% slower:
-// bench/cpu_lse_recompute.py).
+// bench/gpu_tools/cpu_lse_recompute.py).
 constexpr int64_t kRecomputeMaxBlock = 8;
 
 // Whether the forward of a differentiable call on dep's device saves lse. n = dep's length may

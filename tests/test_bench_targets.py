@@ -1,4 +1,4 @@
-"""bench/targets.py: the targets table and chart made from gpu_rates.py's JSON, checked on
+"""bench/gpu_tools/targets.py: the targets table and chart made from gpu_rates.py's JSON, checked on
 records drawn at random (the script needs no GPU)."""
 import json
 import random
@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pytest
 
-BENCH = Path(__file__).resolve().parents[1] / "bench"
-RESULTS = BENCH / "results" / "2026-11-28-h200-gpu-check-56308b3"
+ROOT = Path(__file__).resolve().parents[1]
+BENCH = ROOT / "bench" / "gpu_tools"
+RESULTS = ROOT / "bench" / "results" / "2026-11-28-h200-gpu-check-56308b3"
 sys.path.insert(0, str(BENCH))
 
 import gpu_rates  # noqa: E402
@@ -142,7 +143,7 @@ def test_gpu_check_ends_with_the_targets(tmp_path, measured):
         "set -uo pipefail", f"PY={sys.executable}", f"LOG={tmp_path}", "SECONDS=0",
         "tests_status=0 triton_status=0 rates_status=0", 'step() { echo "== $1"; }',
         *script[start:]])
-    proc = subprocess.run(["bash", "-c", harness], cwd=BENCH.parent, capture_output=True,
+    proc = subprocess.run(["bash", "-c", harness], cwd=ROOT, capture_output=True,
                           text=True, timeout=60)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     out = proc.stdout
@@ -154,16 +155,16 @@ def test_gpu_check_ends_with_the_targets(tmp_path, measured):
 
 def test_readme_table_is_what_its_command_prints(tmp_path, capsys):
     # The README's targets table and the shell lines under it that made it (and its chart).
-    readme = (BENCH.parent / "README.md").read_text()
+    readme = (ROOT / "README.md").read_text()
     section = readme[readme.index("### On an H200"):readme.index("### How the CUDA kernels")]
     table = [line for line in section.splitlines() if line.startswith("|")]
     lines = re.search(r"```sh\n(.*?)```", section, flags=re.S).group(1).replace("\\\n", " ")
     folder = re.match(r"R=(\S+)\n", lines).group(1)
     command = shlex.split(lines.split("\n", 1)[1].replace("$R", folder))
-    assert command[:2] == ["python", "bench/targets.py"] and (BENCH.parent / folder).is_dir()
-    args = [str(BENCH.parent / a) if a.startswith("bench/") else a for a in command[2:]]
+    assert command[:2] == ["python", "bench/gpu_tools/targets.py"] and (ROOT / folder).is_dir()
+    args = [str(ROOT / a) if a.startswith("bench/") else a for a in command[2:]]
     plot = args.index("--plot") + 1
-    assert args[plot].endswith("bench/targets.png") and Path(args[plot]).is_file()
+    assert args[plot].endswith("bench/gpu_tools/targets.png") and Path(args[plot]).is_file()
     args[plot] = str(tmp_path / "targets.png")
     assert targets.main(args) == 0
     printed = capsys.readouterr().out

@@ -1,7 +1,8 @@
 """The arithmetic of the GPU benchmark scripts, checked on CPU (the scripts themselves need a GPU).
 
-Every rate in bench/RESULTS.md divides bench/gpu_rates.py's element count by a time, so the
-count is checked here against the reference's own rule for which pairs may attend.
+Every rate in bench/RESULTS.md (and bench/HISTORY.md) divides bench/gpu_tools/gpu_rates.py's
+element count by a time, so the count is checked here against the reference's own rule for
+which pairs may attend.
 """
 import os
 import subprocess
@@ -15,7 +16,7 @@ import torch
 from attn_cases import DIRECTIONS, generator_for
 from blosa.reference import allowed_pairs, resolve_block_len
 
-BENCH = str(Path(__file__).resolve().parents[1] / "bench")
+BENCH = str(Path(__file__).resolve().parents[1] / "bench" / "gpu_tools")
 sys.path.insert(0, BENCH)
 
 import bias_reduce  # noqa: E402
@@ -275,12 +276,12 @@ def test_constant_reloads_count_each_parameter():
 
 # A report of gpu_check.sh's ncu step as it came back from an H200 (2026-11-28): the sections
 # without the stall metrics, which the check asks for since.
-NCU_REPORT = Path(BENCH) / "results" / "2026-11-28-h200-gpu-check-56308b3" / "ncu.txt"
+NCU_REPORT = Path(BENCH).parent / "results" / "2026-11-28-h200-gpu-check-56308b3" / "ncu.txt"
 
 
 def test_ncu_report_gives_each_launch_its_own_figures():
     launches = ncu_stalls.parse(NCU_REPORT.read_text())
-    # 15 CUDA launches (bench/ncu_kernels.py), then 6 Triton ones, in launch order.
+    # 15 CUDA launches (bench/gpu_tools/ncu_kernels.py), then 6 Triton ones, in launch order.
     assert len(launches) == 21
     assert [launch.name for launch in launches[:3]] == ["forward_small", "backward_small_recompute",
                                                         "column_sums"]
@@ -386,8 +387,8 @@ def test_gpu_check_ncu_step_asks_for_stalls_and_does_without_them(tmp_path, refu
         'step() { echo "== $1"; }', 'timed() { shift 2; "$@"; }', *script[start:end + 1]])
     env = dict(os.environ, PATH=f"{tmp_path / 'bin'}:{os.environ['PATH']}", REFUSE=str(int(refuse)),
                NCU_CALLS=str(tmp_path / "calls.txt"))
-    proc = subprocess.run(["bash", "-c", harness], cwd=Path(BENCH).parent, env=env, capture_output=True,
-                          text=True, timeout=60)
+    proc = subprocess.run(["bash", "-c", harness], cwd=Path(BENCH).parents[1], env=env,
+                          capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     calls = (tmp_path / "calls.txt").read_text().splitlines()
     asked = ["--metrics regex:smsp__average_warps_issue_stalled_" in call for call in calls]
@@ -426,8 +427,8 @@ def test_triton_picks_name_each_tuned_shape(monkeypatch):
 
 
 def test_rates_keep_what_was_measured_when_interrupted(monkeypatch, tmp_path, capsys):
-    # bench/gpu_check.sh stops gpu_rates.py with SIGINT when its time is up; the jobs measured by
-    # then must still reach the tables and the JSON.
+    # bench/gpu_tools/gpu_check.sh stops gpu_rates.py with SIGINT when its time is up; the jobs
+    # measured by then must still reach the tables and the JSON.
     import json
 
     calls = []
@@ -514,7 +515,8 @@ def run_apart(*args: str) -> str:
     return run.stdout
 
 
-# A forward+backward of the Triton op at r = 8 with bench/triton_stand_in.py as triton's driver.
+# A forward+backward of the Triton op at r = 8 with bench/gpu_tools/triton_stand_in.py as
+# triton's driver.
 STAND_IN = f"""
 import sys
 sys.path.insert(0, {BENCH!r})
@@ -529,9 +531,9 @@ def step():
 
 
 def test_triton_stand_in_runs_the_launch_path():
-    # bench/triton_stand_in.py lets a machine with no GPU time Triton's launch path: the kernels
-    # compile for sm_90 and go through the autotuner and the JIT's launch, down to the C
-    # launcher's stand-in, which notes them. In a subprocess: it replaces triton's driver.
+    # bench/gpu_tools/triton_stand_in.py lets a machine with no GPU time Triton's launch path:
+    # the kernels compile for sm_90 and go through the autotuner and the JIT's launch, down to
+    # the C launcher's stand-in, which notes them. In a subprocess: it replaces triton's driver.
     out = run_apart("-c", STAND_IN + 'step()\nprint(",".join(triton_stand_in.launched))')
     assert out.split() == ["fwd_pairs_kernel,bwd_pairs_kernel"], out
     timing = run_apart(os.path.join(BENCH, "host_overhead.py"), "--backend", "triton-stand-in",

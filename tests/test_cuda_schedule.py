@@ -1,10 +1,10 @@
 """The machine code of the CUDA kernels issues its global loads well ahead of their use.
 
-No GPU needed: this reads the sm_90 SASS of the build (bench/sass_loads.py, cuobjdump). Nsight
+No GPU needed: this reads the sm_90 SASS of the build (bench/gpu_tools/sass_loads.py, cuobjdump). Nsight
 Compute found the tiled kernels waiting on L1 loads for over half their cycles while the
-compiler placed each key's loads right before its math (bench/RESULTS.md); stream_rows and
+compiler placed each key's loads right before its math (bench/HISTORY.md); stream_rows and
 stream_chunks (csrc/cuda/) load rows two rows or one chunk ahead so that the loads' latency
-hides behind math. The compiler is free to undo that, and did in four ways (bench/RESULTS.md,
+hides behind math. The compiler is free to undo that, and did in four ways (bench/HISTORY.md,
 "Loads two rows ahead"); only the machine code shows it, so this checks every loop of every
 float32/float16/bfloat16 tiled kernel the build has, and the loop of every persistent
 small-block kernel (for_small_blocks), which loads the next block before computing this one.
@@ -15,7 +15,7 @@ and that the dense small-block kernels (no mask, whole blocks) are shorter than 
 ones and need no more registers, which is what they are for, that the dense kernels compiled
 to issue their loads first do, that the staged dense kernels move rows only as 16-byte
 vectors, that d_bias's column sums have eight rows' loads in flight at once, and that
-bench/small_variants.py, which compiles the small-block kernels alone to judge an edit on all
+bench/gpu_tools/small_variants.py, which compiles the small-block kernels alone to judge an edit on all
 of them, gets the build's machine code.
 Skipped, with the reason, where the build has no CUDA kernels (a CPU-only install); CI builds
 them.
@@ -30,7 +30,7 @@ import pytest
 
 from blosa.ops import cuda_kernels_built
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench" / "gpu_tools"))
 
 import sass_loads  # noqa: E402
 import small_variants  # noqa: E402
@@ -94,7 +94,7 @@ def test_loops_load_ahead(kernels, kernel, dtype):
         checked += 1
         assert distance >= MIN_LOAD_TO_USE, (
             f"{name}: `{instruction}` at {address:#06x} is read {distance} "
-            f"instructions later (python bench/sass_loads.py --kernels {kernel})")
+            f"instructions later (python bench/gpu_tools/sass_loads.py --kernels {kernel})")
     assert checked, f"{kernel} ({dtype}): no global load found in a loop"
 
 
@@ -112,7 +112,7 @@ def test_persistent_loops_load_the_next_block_ahead(kernels, kernel, dtype):
     for name, instruction, address, distance in loads:
         assert distance >= MIN_PERSISTENT_LOAD_TO_USE, (
             f"{name}: `{instruction}` at {address:#06x} is read {distance} instructions later "
-            f"(python bench/sass_loads.py --kernels {kernel})")
+            f"(python bench/gpu_tools/sass_loads.py --kernels {kernel})")
 
 
 # The kernels whose pairs read the scale c·log2 e from a register (SmallScale in
@@ -141,14 +141,14 @@ def test_small_kernels_hold_the_scale_in_a_register(kernels, kernel, dtype):
     for name, code in held.items():
         reloads = sass_loads.constant_reloads(code).get(scale, 0)
         assert reloads <= 2, (f"{name} reloads the scale {scale} {reloads} times "
-                              f"(python bench/sass_loads.py --whole --kernels {kernel})")
+                              f"(python bench/gpu_tools/sass_loads.py --whole --kernels {kernel})")
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("kernel", ONE_SHOT)
 def test_backward_direction_loads_as_early_as_forward(kernels, kernel, dtype):
     # A one-shot kernel's reads of loaded registers before its last load is issued each stall
-    # the thread with loads still to go out (bench/sass_loads.py reads_before_last_load).
+    # the thread with loads still to go out (bench/gpu_tools/sass_loads.py reads_before_last_load).
     # Computing a block's queries in order, "backward" (keys after the query) read 22 of its 30
     # loads that early in forward_small (bfloat16, float16; "forward" 7) and 36 of 38 in the
     # recomputing backward ("forward" 0); small_query (csrc/cuda/small_blocks.cuh) takes them
@@ -163,7 +163,8 @@ def test_backward_direction_loads_as_early_as_forward(kernels, kernel, dtype):
     forward, backward = early(0), early(1)
     assert backward <= forward + 2, (
         f"{kernel} ({dtype}): {backward} loads read before the last load in direction "
-        f"'backward', {forward} in 'forward' (python bench/sass_loads.py --whole --kernels {kernel})")
+        f"'backward', {forward} in 'forward' "
+        f"(python bench/gpu_tools/sass_loads.py --whole --kernels {kernel})")
 
 
 def one_shot_small(kernels, kernel, dtype, direction, dense, loads_first=False, rcp_steps=0):
@@ -228,7 +229,7 @@ def test_loads_first_kernels_issue_every_load_first(kernels, dumped, kernel, dty
 
         plain, first = variant(False), variant(True)
         name, early, loads, size, regs = first
-        where = f"{name} (python bench/sass_loads.py --whole --kernels {kernel})"
+        where = f"{name} (python bench/gpu_tools/sass_loads.py --whole --kernels {kernel})"
         assert early == 0, f"{where}: {early} loads read before the last one is issued"
         assert loads == plain[2], f"{where}: {loads} global loads, the plain kernel {plain[2]}"
         most = plain[3] if kernel == "backward_small_recompute" else 1.05 * plain[3]
@@ -331,8 +332,8 @@ def test_column_sums_issue_eight_loads_at_once(kernels, dumped):
 
 
 def test_small_variants_compiles_the_builds_machine_code(dumped, tmp_path):
-    # bench/small_variants.py compiles the small-block kernels alone (its figures in
-    # bench/RESULTS.md judge edits on all 272 kernels): its machine code must be the build's.
+    # bench/gpu_tools/small_variants.py compiles the small-block kernels alone (its figures in
+    # bench/HISTORY.md judge edits on all 272 kernels): its machine code must be the build's.
     # bfloat16, direction "forward": 8 variants of the two kernels, backward_small, the
     # forward with reciprocal_newton and the three staged kernels.
     pattern = r"IN3c108BFloat16EfLNS_9DirectionE0E"

@@ -30,33 +30,33 @@ namespace blosa::cuda {
 // tuning.
 struct KernelOptions {
   // Rows (queries, or keys in backward) per thread: 4 or 8. 8 was the fastest forward+backward
-  // on an H200 (bench/RESULTS.md); 16 was slower everywhere and is gone.
+  // on an H200 (bench/HISTORY.md); 16 was slower everywhere and is gone.
   int tile = 8;
   // Backward of the tiled blocks in one pass (fused_backward.cuh) rather than two kernels
   // (tiled.cuh), for blocks of at most kMaxSpans spans; float accumulation only (its
   // shared memory is sized for float sums). It computes each pair's tanh and exp once instead
   // of twice, for a scratch of 3 · spans · B · n · d floats (at most 24 · B · n · d). On an
   // H200 at B=64, n=384, d=300, one block: forward+backward 1.35-1.52x faster, peak memory
-  // +703 MiB instead of +197 MiB (float32; bench/RESULTS.md, 2026-11-27). A call whose scratch
+  // +703 MiB instead of +197 MiB (float32; bench/HISTORY.md, 2026-11-27). A call whose scratch
   // does not fit in memory takes the split backward (run_backward).
   bool fused_backward = true;
   // Forward of the tiled blocks with the keys staged through shared memory by the whole
   // thread block (staged_forward.cuh) rather than loaded by each warp: 1.23-1.28x faster on an
-  // H200 at one block of 384 (bench/RESULTS.md, 2026-11-27).
+  // H200 at one block of 384 (bench/HISTORY.md, 2026-11-27).
   bool staged_forward = true;
   // Features per thread (1 or 2) of the small-block forward and recomputing backward, where
   // small_vec() allows it: one load of 2 · sizeof(T) bytes per row instead of two. Off (1):
-  // 0.99-1.07x the one-feature kernels on an H200 at r = 8 (bench/RESULTS.md, 2026-11-27).
+  // 0.99-1.07x the one-feature kernels on an H200 at r = 8 (bench/HISTORY.md, 2026-11-27).
   int small_vec = 1;
   // The small-block forward and recomputing backward as persistent kernels (for_small_blocks in
   // small_blocks.cuh): as many threads as fit on the GPU at once, each looping over blocks with
   // the next block's loads in flight while it computes this one. For the constant pivot and
   // float accumulation (the other calls keep the one-shot kernels). Off: 0.80-0.97x the
-  // one-shot kernels on an H200 at r = 8 (bench/RESULTS.md, 2026-11-27).
+  // one-shot kernels on an H200 at r = 8 (bench/HISTORY.md, 2026-11-27).
   bool small_persistent = false;
   // The small-block forward and recomputing backward compiled for calls with no mask and every
   // block of kSmallMax tokens (small_dense), where that is so: the block length and the mask are
-  // then constants, and the compiler drops their tests. On an H200 at r = 8 (bench/RESULTS.md,
+  // then constants, and the compiler drops their tests. On an H200 at r = 8 (bench/HISTORY.md,
   // 2026-11-27, second run): forward+backward 1.05x (float32) and 1.15x (bfloat16) the general
   // kernels, the forward 0.91x / 1.00x. Off, every call takes the general kernels.
   bool small_dense = true;
@@ -64,7 +64,7 @@ struct KernelOptions {
   // load issued before any of the math (loads_first_gate in small_blocks.cuh): one round trip
   // to memory a thread instead of several, the same registers but in float32's forward
   // (32 -> 40); the forward 2-4% more instructions, the backward 3-5% fewer (it also holds d in
-  // a register: small_offset). On an H200 at r = 8 (bench/RESULTS.md, 2026-11-28): the forward
+  // a register: small_offset). On an H200 at r = 8 (bench/HISTORY.md, 2026-11-28): the forward
   // 1.12x (float32) and 1.16x (bfloat16) the plain dense kernels' rate, forward+backward 1.06x
   // and 1.10x.
   bool small_loads_first = true;
@@ -73,7 +73,7 @@ struct KernelOptions {
   // special-function unit, which that kernel keeps 68% busy with 28 tanh, 28 exp2 and 7
   // reciprocals a thread (Nsight Compute, H200, 2026-11-28: its largest stall waits for that
   // unit's queue): 7 of its 63 special-function operations go, for 28 (bfloat16) or 42
-  // (float16) FMAs. On an H200 at r = 8 (bench/RESULTS.md, 2026-11-28, third run): the
+  // (float16) FMAs. On an H200 at r = 8 (bench/HISTORY.md, 2026-11-28, third run): the
   // bfloat16 forward 0.0201 -> 0.0193 ms (1.04x; 1.34e12 score elements/s), forward+backward
   // 0.0591 -> 0.0579 ms. Off, the division's MUFU.RCP.
   bool small_fma_reciprocal = true;

@@ -42,7 +42,7 @@ void check_cuda_inputs(const at::Tensor& dep) {
 // CI's pip-installed one) lacks.
 
 // Tuning switches of the tiled kernels, read at every call so that a benchmark can compare
-// their values in one process (bench/gpu_rates.py --cuda-variants):
+// their values in one process (bench/gpu_tools/gpu_rates.py --cuda-variants):
 //   BLOSA_CUDA_TILE=4|8             rows per thread. More rows reuse each loaded key more often
 //                                   and keep more independent special-function ops in flight;
 //                                   fewer leave more warps per SM (fewer registers).

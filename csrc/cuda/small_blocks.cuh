@@ -49,7 +49,7 @@ __device__ constexpr bool has_key_in_whole_block(int j) {
 // the queries that have the fewest keys. In order, "backward"'s SASS issued two rows 45-107
 // instructions after the block's other loads, behind waits for those (forward_small bfloat16:
 // 22 of 30 loads read before the last one; the recomputing backward 36 of 38); last first it
-// is scheduled as "forward" is (bench/sass_loads.py --whole, bench/RESULTS.md). A query's own
+// is scheduled as "forward" is (bench/gpu_tools/sass_loads.py --whole, bench/HISTORY.md). A query's own
 // sums do not depend on the order; the keys' gradient sums over queries run in this order.
 template <Direction D>
 __device__ constexpr int small_query(int jj) {
@@ -94,7 +94,7 @@ __device__ __forceinline__ bool small_index_at(const Args<T, A>& p, int64_t gid,
 // V consecutive features of one row, loaded or stored as one V · sizeof(T)-byte access: at
 // V = 2 a warp's load of bfloat16 moves 128 bytes (a whole cache line) instead of 64, so
 // the same threads keep twice the bytes in flight (the small kernels are latency-bound memory
-// streams; bench/RESULTS.md). Callers check d % V == 0 and the pointers' alignment.
+// streams; bench/HISTORY.md). Callers check d % V == 0 and the pointers' alignment.
 template <typename T, int V>
 struct alignas(sizeof(T) * V) Pack {
   T x[V];
@@ -193,7 +193,7 @@ __device__ __forceinline__ void store_row(T* base, I off, const Pack<T, V>& v) {
 // Row i of the thread's block, counted from its first row and clamped to its last. The small
 // kernels load every row without a branch, so all their loads are in flight at once; a branch
 // per row (i < len) made each row's loads wait for the row before (Nsight Compute: 43-46% of
-// DRAM bandwidth, most stalls on loads; bench/RESULTS.md). Rows past a short last block
+// DRAM bandwidth, most stalls on loads; bench/HISTORY.md). Rows past a short last block
 // repeat its last row and are never used.
 __device__ __forceinline__ int small_row(const SmallIndex& s, int i) { return min(i, s.len - 1); }
 
@@ -209,13 +209,13 @@ __device__ __forceinline__ int held_in_register(int x) {
 // Offset of row i of the thread's block from its first row (s.at), in elements: i · d, below
 // 2^31 (dispatch.h's small_geometry checks d · kSmallMax), so in 32-bit arithmetic, and
 // pointer + offset is one multiply-add. Before, nvcc computed every row's 64-bit offset for
-// every tensor, a chain of integer instructions per row and tensor (bench/RESULTS.md, "Fewer
+// every tensor, a chain of integer instructions per row and tensor (bench/HISTORY.md, "Fewer
 // instructions in the small-block kernels").
 // kHeld: with d held in an ordinary register (held_in_register), so that the row offsets
 // i · d are ordinary registers too and each row's address is one IMAD.WIDE; from the uniform d
 // ptxas builds every offset in the uniform datapath and adds it to the row pointer in two IADD3
 // (the recomputing backward with its loads first: 4-7% fewer instructions, the same registers;
-// bench/RESULTS.md). Not everywhere: in other small kernels it cost registers (dense
+// bench/HISTORY.md). Not everywhere: in other small kernels it cost registers (dense
 // recomputing backward in direction "backward" 64 -> 80) or early reads (backward_small).
 template <bool kHeld = false, typename T, typename A>
 __device__ __forceinline__ int small_offset(const Args<T, A>& p, int i) {
@@ -331,7 +331,7 @@ __device__ constexpr bool small_row_read(int t, int i) {
 // behind it starts once they have all arrived: one round trip to memory a thread. Left to
 // itself, ptxas interleaves loads and math (the dense kernels at r = 8 read 14-31 loads before
 // the last one is issued; the bfloat16 forward then waited on its loads: 23.6 cycles between a
-// warp's instructions against the general kernel's 13.4, Nsight Compute, bench/RESULTS.md). A
+// warp's instructions against the general kernel's 13.4, Nsight Compute, bench/HISTORY.md). A
 // test of p.r alone did not do it: ptxas moved it above the loads in the backward, and the
 // forward took 48 registers instead of 32. A row outside the product would be loaded after the
 // branch, and a row no kernel reads would be loaded for it (tests/test_cuda_schedule.py checks
@@ -365,7 +365,7 @@ __device__ __forceinline__ bool loads_first_gate(const Args<T, A>& p,
 // once (the launcher caps it, Geometry::persistent), each taking blocks gid, gid + threads, ...
 // and issuing the next block's loads before computing this one, so that its loads are in
 // flight while it computes. The one-shot kernels load, compute and exit, and at r = 8 ran at
-// 23-41% of an H200's bandwidth with most stalls on global loads (bench/RESULTS.md).
+// 23-41% of an H200's bandwidth with most stalls on global loads (bench/HISTORY.md).
 // kLoadsFirst (the one-shot dense kernels; KernelOptions::small_loads_first): every load is
 // issued before any of the math (loads_first_gate). Direction D says which rows the kernels
 // read (small_row_read). kHeldStride: the loads' row offsets from d held in a register
@@ -391,7 +391,7 @@ __device__ __forceinline__ void for_small_blocks(const Args<T, A>& p, const T* c
     const int64_t stride = int64_t(gridDim.x) * blockDim.x;
     for (;;) {
       // The copies read the loaded registers; the compiler places them at the loop's back
-      // edge, after this block's math (checked in the SASS: bench/sass_loads.py).
+      // edge, after this block's math (checked in the SASS: bench/gpu_tools/sass_loads.py).
       const SmallIndex cur = s;
       const SmallLoads<T, V, kN> loaded = next;
       gid += stride;
@@ -409,8 +409,8 @@ __device__ __forceinline__ void for_small_blocks(const Args<T, A>& p, const T* c
 // parameter (an LDC) before nearly every pair: 28 to 35 times a thread at one feature. A value
 // selected on s.len (never 0 for a block a thread computes) it cannot reload, so that stays in a
 // register, provided the select is made once, before the loops over the block's rows (inside
-// `if (j < s.len)` it folds back to p.a). kHeld where that pays (bench/sass_loads.py --whole,
-// bench/RESULTS.md): two features a thread, the forward 2-9% fewer instructions and the
+// `if (j < s.len)` it folds back to p.a). kHeld where that pays (bench/gpu_tools/sass_loads.py --whole,
+// bench/HISTORY.md): two features a thread, the forward 2-9% fewer instructions and the
 // recomputing backward up to 3%; the persistent recomputing backward, up to 2.4%. The one-shot
 // kernels at one feature a thread keep p.a: held, it cost the float32 forward a thread block per
 // SM (40 -> 48 registers) and the recomputing backward of direction "backward" 3% more
@@ -480,7 +480,7 @@ __device__ __forceinline__ void forward_small_block(const Args<T, A>& p, const S
 // Thread blocks per SM that forward_small's registers must allow (0: no bound), in directions
 // "forward" and "backward" (Bi-BloSA's) at one feature a thread. Persistent, it took 80 to 101
 // registers unbounded, and 3 blocks of 256 threads fit only at <= 80: bounded, it fits in 80
-// with no spill (`bench/sass_loads.py --whole`: stack 0). "diag" and "all" (twice the pairs)
+// with no spill (`bench/gpu_tools/sass_loads.py --whole`: stack 0). "diag" and "all" (twice the pairs)
 // spilled 54-106 bytes when bounded (a build with the bound edited), so they are not. The
 // 16-bit dense kernel with its loads first (kLoadsFirst) took 40 registers in direction
 // "forward" unbounded, the plain one 32: bounded to 8 blocks (32), it has no spill; float32's

@@ -2,7 +2,7 @@
 // BLOSA_CUDA_FORWARD=stream runs forward_tiled instead). forward_tiled (tiled.cuh) has
 // every warp load its keys itself, rows ahead, and holds them in registers: over 100 registers,
 // which caps it at 16 warps per SM, where Nsight Compute found it waiting on loads
-// (bench/RESULTS.md). Here the warps of a thread block share one stream of keys:
+// (bench/HISTORY.md). Here the warps of a thread block share one stream of keys:
 //  1. a thread block owns a span of kWarps·kT consecutive queries of one sequence block for 32
 //     features, warp w the queries [lo + w·kT, lo + (w+1)·kT), with their softmax state in
 //     registers as in forward_tiled;

@@ -5,7 +5,7 @@
 // Why: the one-shot kernels of small_blocks.cuh give a thread one feature of a block and load
 // its rows one element at a time, so a warp's access to a row is 64 bytes of bfloat16 at a
 // row pitch of 2·d bytes (600 at d = 300), mostly not aligned to the 32-byte sectors: most of
-// its sectors are requested by two warps. On an H200 (bench/RESULTS.md, 2026-11-28) the
+// its sectors are requested by two warps. On an H200 (bench/HISTORY.md, 2026-11-28) the
 // bfloat16 r = 8 recomputing backward kept L2 86% busy with a 64% hit rate for DRAM's 53%.
 // A dense call's block (no mask, kSmallMax tokens, small_dense in dispatch.h) is one run of
 // kSmallMax·d elements, kSmallMax·sizeof(T) = 16 bytes (16-bit T) or 32 (float) a feature, so
@@ -35,7 +35,7 @@ namespace blosa::cuda {
 constexpr int kStagedMaxD = 320;
 
 // Thread blocks per SM the staged backward's registers must allow (0: no bound). Unbounded, the
-// bfloat16 kernel of direction "forward" takes 79 registers (bench/small_variants.py), so an
+// bfloat16 kernel of direction "forward" takes 79 registers (bench/gpu_tools/small_variants.py), so an
 // SM holds two thread blocks of 10 warps (d = 300); bounded to 3 it gets 64 and compiles
 // without a spill in directions "forward" and "backward" (Bi-BloSA's) for 16-bit inputs.
 // Bounded, "diag" and "all" spilled 24-56 bytes, and float32's "forward" 24: those and the

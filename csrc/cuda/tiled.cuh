@@ -91,7 +91,7 @@ __device__ __forceinline__ Ranges ranges_of(Direction dir, const Tile& t) {
 // registers with its mask byte. Row i + 2 is loaded before row i's math runs, so its latency
 // hides behind the math of two rows: with no rows ahead, Nsight Compute showed the tiled
 // kernels waiting on L1 loads for over half of their cycles at 4 warps per scheduler
-// (bench/RESULTS.md). The rows all exist, so the last one is loaded again rather than tested.
+// (bench/HISTORY.md). The rows all exist, so the last one is loaded again rather than tested.
 //
 // Why two rows ahead: the loads are pinned (pin_loads) where they are issued, else the compiler
 // sinks them into the branch that uses them, but ptxas still moves a load past one branch on a

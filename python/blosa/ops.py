@@ -107,7 +107,7 @@ def resolve_backend(backend: str, device: torch.device) -> str:
             return "cpu"
         if device.type == "cuda":
             # CUDA C++ when built: faster than Triton at every size measured on an H200
-            # (bench/RESULTS.md), and no JIT.
+            # (bench/HISTORY.md), and no JIT.
             return "cuda" if cuda_kernels_built() else "triton"
         return "reference"
     if backend == "cpu" and device.type != "cpu":

@@ -1,7 +1,7 @@
 """The Triton side of the GPU check's scripts, run where the kernels run (the interpreter on CPU).
 
-bench/gpu_check.sh profiles the Triton kernels under Nsight Compute with a fixed launch count
-and a kernel-name filter; bench/ncu_kernels.py --backend triton makes those launches. A launch
+bench/gpu_tools/gpu_check.sh profiles the Triton kernels under Nsight Compute with a fixed launch count
+and a kernel-name filter; bench/gpu_tools/ncu_kernels.py --backend triton makes those launches. A launch
 added, lost or renamed there would shift what ncu reports without any error, so this checks that
 the script launches exactly what the check's ncu line expects.
 """
@@ -14,7 +14,7 @@ import torch
 from blosa_kernels import configs
 from triton_testing import DEVICE, record_launches
 
-BENCH = Path(__file__).resolve().parents[2] / "bench"
+BENCH = Path(__file__).resolve().parents[2] / "bench" / "gpu_tools"
 sys.path.insert(0, str(BENCH))
 
 import ncu_kernels  # noqa: E402

@@ -1,13 +1,13 @@
-"""The kernels (and bench/sfu_peak.py's loops) compile for a GPU (sm_90) on a machine without one,
-and their loops issue their global loads well ahead of their use.
+"""The kernels (and bench/gpu_tools/sfu_peak.py's loops) compile for a GPU (sm_90) on a machine
+without one, and their loops issue their global loads well ahead of their use.
 
 The interpreter does not check what the compiler checks (loop-carried types, constexpr rules,
 inline PTX), so this runs blosa_kernels.compile_check in a process without TRITON_INTERPRET. It
-writes every autotune config's binary, whose SASS (bench/sass_loads.py, the cuobjdump that
+writes every autotune config's binary, whose SASS (bench/gpu_tools/sass_loads.py, the cuobjdump that
 triton bundles) shows where ptxas put each loop's loads: the per-block kernels loaded each
 row one step ahead, and ptxas moved those loads to the end of the step, so every step of the
 r = 8 forward and backward waited for its rows (read 2 to 20 instructions after their loads,
-bench/RESULTS.md); they now load two steps ahead.
+bench/HISTORY.md); they now load two steps ahead.
 """
 import os
 import re
@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "bench"))
+sys.path.insert(0, str(ROOT / "bench" / "gpu_tools"))
 
 import sass_loads  # noqa: E402
 from blosa_kernels import compile_check, configs  # noqa: E402
@@ -81,9 +81,9 @@ def test_loops_load_ahead(cubins, kernel):
                         continue
                     assert distance >= MIN_LOAD_TO_USE, (
                         f"{cubin.name}: `{instruction}` at {address:#06x} is read {distance} "
-                        f"instructions later, in a loop of {loop.size} (python bench/sass_loads.py "
-                        f"--so {cubin.name} --kernels {kernel}; python -m blosa_kernels.compile_check "
-                        f"--cubin-dir DIR writes it)")
+                        f"instructions later, in a loop of {loop.size} "
+                        f"(python bench/gpu_tools/sass_loads.py --so {cubin.name} --kernels {kernel}; "
+                        f"python -m blosa_kernels.compile_check --cubin-dir DIR writes it)")
     assert checked, f"{kernel}: no global load found in a loop"
 
 
@@ -91,7 +91,7 @@ def test_loops_load_ahead(cubins, kernel):
 def test_per_pair_kernels_run_at_most_three_fifths_of_the_instructions_per_pair(cubins, stage):
     # At r = 8 the per-block kernels compute all 8 queries at each key step, 56 pairs for the 28
     # that "forward" allows; the per-pair kernels compute the 28, unrolled. By the machine code
-    # (triton 3.8 and 3.6; python bench/sass_loads.py --per-pair DIR prints it): forward 24
+    # (triton 3.8 and 3.6; python bench/gpu_tools/sass_loads.py --per-pair DIR prints it): forward 24
     # instructions a pair against at least 44, backward 34-35 against at least 71. Computing
     # every pair (broken on purpose), forward 32-33 and backward 57: it would not pass.
     def rates(kind):
@@ -330,7 +330,7 @@ def test_wide_pair_shapes_move_rows_as_vectors(cubins, stage):
 
 def test_per_pair_forward_ptx_issues_every_load_before_its_first_tanh(cubins):
     # The wide per-pair forwards' SASS issues some of its row loads after the first MUFU.TANH
-    # (bench/RESULTS.md). That is ptxas's schedule, not the source's: the PTX Triton makes
+    # (bench/HISTORY.md). That is ptxas's schedule, not the source's: the PTX Triton makes
     # (compile_check writes it beside each cubin) issues every global load before its first
     # tanh, at 1, 2 and 4 elements a thread, as many loads as the SASS has (22 with triton 3.8
     # and 3.6). A row loaded after the first tanh in fwd_pairs_kernel's source would fail here.
@@ -378,8 +378,9 @@ def test_per_pair_report_lists_every_config(cubins):
 
 
 def test_sfu_benchmark_loops_compile():
-    # bench/sfu_peak.py runs only on a GPU session; a loop that fails to compile would waste it.
-    run_without_interpreter("bench/sfu_peak.py", "--compile-only", "90")
+    # bench/gpu_tools/sfu_peak.py runs only on a GPU session; a loop that fails to compile would
+    # waste it.
+    run_without_interpreter("bench/gpu_tools/sfu_peak.py", "--compile-only", "90")
 
 
 def test_summed_products_names_each_sum_of_two_plain_products():

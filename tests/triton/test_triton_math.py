@@ -1,5 +1,5 @@
 """The float32 tanh of the Triton kernels (blosa_kernels._math.tanh_f32 without FAST, with POLY and
-without), alone, the candidate reciprocal that bench/sfu_peak.py times for it, and the Newton
+without), alone, the candidate reciprocal that bench/gpu_tools/sfu_peak.py times for it, and the Newton
 reciprocal of the per-pair kernels' sums (_math.reciprocal_newton, configs.PAIRS_RECIPROCAL =
 "newton") and the polynomial exp2 of the row-tile forward (_math.exp2_poly, configs.ROWS_EXP2 =
 "half-poly"), and the conversion of every result the kernels store in 16 bits
@@ -21,7 +21,7 @@ import triton.language as tl
 from blosa_kernels._math import exp2_poly, reciprocal_newton, store_result, tanh_f32
 from triton_testing import DEVICE
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench" / "gpu_tools"))
 
 from sfu_peak import reciprocal_fma  # noqa: E402
 
@@ -119,7 +119,7 @@ def test_poly_tanh_error_is_relative():
 
 
 def test_fma_reciprocal_is_within_an_ulp_or_two():
-    # What bench/sfu_peak.py's "fwd exact fma" loop times must be a float32 reciprocal, or its
+    # What bench/gpu_tools/sfu_peak.py's "fwd exact fma" loop times must be a float32 reciprocal, or its
     # rate says nothing (two Newton steps instead of three leave 6.6e-6). Its whole range: 1
     # (x = -15, where exp2 gives almost 0) to 2^44 (above e^30 + 1).
     gen = torch.Generator().manual_seed(int(torch.randint(0, 2**31, ()).item()))

@@ -3,8 +3,8 @@
 # pytest and pytest-benchmark (no venv, no network). Builds blosa in place against that torch,
 # runs the GPU tests and the kernel benchmark, and prints a short table last.
 # Logs land in $OUT when it is set (the device tool's folder), else in /tmp/blosa-gpu-check:
-# device.txt, rates.md, rates.json, tests_cuda.log, cuda_errors.json, tests_triton.log, ncu.txt
-# (seven files; the device tool returns eight at most).
+# device.txt, rates.md, rates.json, tests_cuda.log, cuda_errors.json, tests_triton.log, ncu.txt,
+# table2.md (eight files: the most the device tool returns).
 # Steps run measurements first (build, kernel rates, host overhead with HOST_OVERHEAD=1, Nsight
 # Compute), then the CUDA tests beside the Triton ones in TRITON_SHARDS processes
 # (BLOSA_TEST_SHARD, tests/shards.py), each under its own timeout (RATES_TIMEOUT, NCU_TIMEOUT,
@@ -14,7 +14,7 @@
 # under 20 s left is skipped. A step out of time gets SIGINT first, on which pytest prints its
 # summary of the tests it ran and gpu_rates.py its tables of the jobs it measured.
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 PY=${PY:-python3}
 LOG=${OUT:-/tmp/blosa-gpu-check}
 mkdir -p "$LOG"
@@ -25,7 +25,7 @@ export BLOSA_CUDA=1 TORCH_CUDA_ARCH_LIST=${TORCH_CUDA_ARCH_LIST:-9.0} PYTHONUNBU
   echo "commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
   # The device's copy of .git can lag its working tree: this hash of the sources names the
   # tree itself (run the same line in a checkout to match it to a commit).
-  echo "sources $(bash bench/source_hash.sh)"
+  echo "sources $(bash bench/gpu_tools/source_hash.sh)"
   nvidia-smi --query-gpu=name,memory.total,clocks.max.sm --format=csv,noheader
   $PY -c 'import torch, triton; print("torch", torch.__version__, "cuda", torch.version.cuda, "triton", triton.__version__)'
 } | tee "$LOG/device.txt"
@@ -95,25 +95,25 @@ step "kernel rates"
 # The others (CUDA general, loads-later, stream, split, stream+split, tile4,
 # vec2, persistent, persistent+vec2; Triton split, per-block, general, fast32) gave the same
 # verdict on two or three H200 runs
-# (bench/RESULTS.md) and take `--cuda-variants` / `--triton-variants` by hand: their time goes
+# (bench/HISTORY.md) and take `--cuda-variants` / `--triton-variants` by hand: their time goes
 # to the tests. Up to 240 s (of the 69 s the host lines no longer take): 120 s on 2026-11-28
 # with three variants; fused-trimmed first compiles the fused backward's five autotune shapes
 # for new keys (two dtypes), pairs-static-d the per-pair kernels' six (forward) and five
 # (backward) for d = 300 (two dtypes), rows-poly the row-tile forward's eight for two new keys.
-timed rates ${RATES_TIMEOUT:-240} $PY bench/gpu_rates.py --out "$LOG/rates.json" \
+timed rates ${RATES_TIMEOUT:-240} $PY bench/gpu_tools/gpu_rates.py --out "$LOG/rates.json" \
   --cuda-variants small-staged,small-staged+staged-blocks8,sums-one,rcp-mufu \
   --triton-variants fused-trimmed,pairs-static-d,rows-poly,bias-sum+rcp-div > "$LOG/rates.md" 2>&1
 rates_status=$?
 
-# Host time per call at B=1 (bench/host_overhead.py), before the tests load the CPU, only with
+# Host time per call at B=1 (bench/gpu_tools/host_overhead.py), before the tests load the CPU, only with
 # HOST_OVERHEAD=1: the CUDA op (what `auto` takes on a GPU) and one ATen op (the machine's
 # floor) took 69 s of the third run of 2026-11-28 and gave the same picture as the two before
-# (bench/RESULTS.md, with the Triton op's lines, which went by hand before), so their time goes
+# (bench/HISTORY.md, with the Triton op's lines, which went by hand before), so their time goes
 # to the tests, which that run cut short.
 if [ "${HOST_OVERHEAD:-0}" = 1 ]; then
   step "host overhead"
   for backend in auto baseline; do
-    timed "host overhead ($backend)" 30 $PY bench/host_overhead.py --device cuda \
+    timed "host overhead ($backend)" 30 $PY bench/gpu_tools/host_overhead.py --device cuda \
       --backend $backend --calls 300 >> "$LOG/rates.md" 2>&1
   done
 fi
@@ -121,15 +121,15 @@ fi
 # Which unit holds each kernel back: Nsight Compute's summary sections (CUDA: the r = 8 training
 # kernels dense and general, d_bias's column sums, the one-block kernels, the one-block forward
 # with padding, the fused backward, the staged forward, the r = 8 dense ones staged through
-# shared memory; Triton: bench/ncu_kernels.py --backend triton), where ncu can read the
+# shared memory; Triton: bench/gpu_tools/ncu_kernels.py --backend triton), where ncu can read the
 # counters (not on every machine; a failure here does not fail the check). MemoryWorkloadAnalysis:
 # L1 and L2 hit rates and how busy each memory unit is, for the r = 8 kernels, whose L2 was
 # 72-86% busy for 44-53% of DRAM's bandwidth on 2026-11-28 (a warp's 16-bit load or store of a
 # row, 64 bytes at a 600-byte row pitch, is mostly not aligned to 32-byte sectors;
-# bench/RESULTS.md). And why warps waited (the stall reasons, which WarpStateStats collects but
+# bench/HISTORY.md). And why warps waited (the stall reasons, which WarpStateStats collects but
 # prints only as a chart: asked for as metrics, they print as numbers), which tells whether a
 # kernel waits on memory, on the special-function unit or on its own dependencies;
-# bench/ncu_stalls.py makes one line of each launch.
+# bench/gpu_tools/ncu_stalls.py makes one line of each launch.
 NCU=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | tail -1)
 SECTIONS=(--section SpeedOfLight --section ComputeWorkloadAnalysis --section WarpStateStats
           --section Occupancy --section MemoryWorkloadAnalysis)
@@ -138,7 +138,7 @@ if [ -n "$NCU" ]; then
   step "ncu ($NCU)"
   cuda_ncu() {
     timed ncu ${NCU_TIMEOUT:-60} "$NCU" --clock-control none --kernel-name regex:'_small|_tiled|_sums|_staged' \
-      --launch-count 15 "${SECTIONS[@]}" "${STALLS[@]}" $PY bench/ncu_kernels.py > "$LOG/ncu.txt" 2>&1
+      --launch-count 15 "${SECTIONS[@]}" "${STALLS[@]}" $PY bench/gpu_tools/ncu_kernels.py > "$LOG/ncu.txt" 2>&1
   }
   cuda_ncu
   ncu_status=$?
@@ -158,14 +158,22 @@ if [ -n "$NCU" ]; then
   echo "== Triton kernels" >> "$LOG/ncu.txt"
   timed "ncu (Triton)" ${NCU_TRITON_TIMEOUT:-60} "$NCU" --clock-control none --nvtx \
     --nvtx-include 'blosa_ncu/' --kernel-name regex:'fwd_|bwd_' --launch-count 9 \
-    "${SECTIONS[@]}" "${STALLS[@]}" $PY bench/ncu_kernels.py --backend triton >> "$LOG/ncu.txt" 2>&1
+    "${SECTIONS[@]}" "${STALLS[@]}" $PY bench/gpu_tools/ncu_kernels.py --backend triton >> "$LOG/ncu.txt" 2>&1
   echo "ncu (Triton) exit $?"
-  $PY bench/ncu_stalls.py "$LOG/ncu.txt" --top 3 | cut -c1-160
+  $PY bench/gpu_tools/ncu_stalls.py "$LOG/ncu.txt" --top 3 | cut -c1-160
 fi
 
-# The special-function ceiling (bench/sfu_peak.py: 3.6-3.7e12 tanh or exp2 a second, 86-88% of
-# nominal) and the d_bias reduction forms (bench/bias_reduce.py) are known from the H200 runs of
-# 2026-11-27 and 28 (bench/RESULTS.md): by hand now, their time goes to the tests.
+# The special-function ceiling (bench/gpu_tools/sfu_peak.py: 3.6-3.7e12 tanh or exp2 a second, 86-88% of
+# nominal) and the d_bias reduction forms (bench/gpu_tools/bias_reduce.py) are known from the H200 runs of
+# 2026-11-27 and 28 (bench/HISTORY.md): by hand now, their time goes to the tests.
+
+# The paper's Table 2 (issue 60; python -m blosa.bench.table2): every encoder's time per SNLI
+# epoch from 200 training steps, its training memory and the inference time, beside the paper's;
+# bench/RESULTS.md records it per card. Before the tests, which load every core.
+step "Table 2"
+timed table2 ${TABLE2_TIMEOUT:-120} $PY -m blosa.bench.table2 --device cuda \
+  --out "$LOG/table2.md" > /dev/null 2>&1
+echo "table2 exit $? ($LOG/table2.md)"
 
 step "GPU tests (CUDA, and Triton in $TRITON_SHARDS shards, side by side)"
 # Every suite process at once on the GPU: they spend their time compiling (Inductor for the
@@ -175,7 +183,7 @@ step "GPU tests (CUDA, and Triton in $TRITON_SHARDS shards, side by side)"
 # test_triton_compiles.py: it compiles every kernel for sm_90 without running it, for CI's
 # machines without a GPU (about 40 s); here the other tests compile and run them all. Without
 # test_triton_settings.py either: it checks settings in interpreter subprocesses, no GPU
-# involved; nor test_triton_bench_scripts.py, which checks which kernels bench/ncu_kernels.py
+# involved; nor test_triton_bench_scripts.py, which checks which kernels bench/gpu_tools/ncu_kernels.py
 # launches (the same on any device). No test times anything, and the memory tests read their
 # own process's allocator. tests/test_functorch.py (torch.func over the op, CPU and CUDA: a few
 # seconds) and tests/test_cuda_graphs.py (CUDA graph capture, both backends; one Inductor
@@ -216,10 +224,15 @@ step tables
 echo "== kernel rates (table; per-kernel times in rates.md)"
 sed -n '/^| backend/,$p' "$LOG/rates.md"
 # The targets of issues 4 and 5 from the same figures: each backend's defaults, a met target in
-# bold (bench/targets.py; `--take` and `--plot` there, afterwards, for variants and a chart).
+# bold (bench/gpu_tools/targets.py; `--take` and `--plot` there, afterwards, for variants and a chart).
 if [ -f "$LOG/rates.json" ]; then
   echo "== targets"
-  $PY bench/targets.py "$LOG/rates.json"
+  $PY bench/gpu_tools/targets.py "$LOG/rates.json"
+fi
+
+if [ -f "$LOG/table2.md" ]; then
+  echo "== Table 2"
+  grep "^|" "$LOG/table2.md"
 fi
 
 echo "cuda tests exit $tests_status, triton tests exit $triton_status, rates exit $rates_status" \

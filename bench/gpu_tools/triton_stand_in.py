@@ -10,7 +10,7 @@ driver's launch. With this driver installed, kernels compile for sm_90 as on an 
 C launcher is a Python function that reads each tensor argument's pointer, as the C launcher
 does, and launches nothing. The autotuner's benchmark is replaced by a fixed ranking (it times
 kernels on a GPU). So host times measured with it are the first two parts, on this machine's
-CPU, on CPU tensors (install() lifts the op's device check). bench/host_overhead.py
+CPU, on CPU tensors (install() lifts the op's device check). bench/gpu_tools/host_overhead.py
 --backend triton-stand-in uses it.
 
 It reaches into triton's runtime (`triton.runtime.driver.set_active`, the driver's

@@ -1,9 +1,9 @@
 """Measured ceiling of masked_block_attn's per-element work on this GPU, with no memory traffic.
 
-    python bench/sfu_peak.py --out sfu.json
+    python bench/gpu_tools/sfu_peak.py --out sfu.json
 
 The kernels' rates are set beside a nominal bound (SMs × 16 special-function ops per clock ×
-1.98 GHz / 2 ops per element, bench/RESULTS.md). This measures what the card really gives: every
+1.98 GHz / 2 ops per element, bench/HISTORY.md). This measures what the card really gives: every
 thread keeps a few (query, feature) pairs in registers and streams synthetic keys through the
 forward's inner loop, so only arithmetic is timed. Loops:
 
@@ -36,11 +36,11 @@ import torch
 import triton
 import triton.language as tl
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 
 from blosa_kernels._math import (exp2_poly, reciprocal_newton, tanh_exact_denominator,  # noqa: E402
                                  tanh_f32)
-from cuda_timing import time_ms  # noqa: E402  (bench/, the script's own folder)
+from cuda_timing import time_ms  # noqa: E402  (the script's own folder, bench/gpu_tools/)
 
 CLOCK_HZ = 1.98e9  # H100/H200 SXM boost clock, as in gpu_rates.py
 LOOPS = {

@@ -1,6 +1,6 @@
 """CPU training step with lse saved by the forward vs recomputed by the backward.
 
-    python bench/cpu_lse_recompute.py [--block-len 8] [--rounds 8]
+    python bench/gpu_tools/cpu_lse_recompute.py [--block-len 8] [--rounds 8]
 
 Times forward+backward of masked_block_attn_fwd (B=64, n=384, d=300, float32, direction
 "forward") called with compute_lse=True (backward reads lse and out) and compute_lse=False

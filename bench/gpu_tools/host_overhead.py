@@ -1,6 +1,6 @@
 """Host cost of one call of blosa.masked_block_attn, at a size where the kernel costs nothing.
 
-    python bench/host_overhead.py [--device cpu|cuda] [--calls N]
+    python bench/gpu_tools/host_overhead.py [--device cpu|cuda] [--calls N]
                                   [--backend auto|triton|triton-stand-in|triton-stubbed|baseline]
                                   [--via-op]
 
@@ -11,7 +11,7 @@ and of forward+backward through torch.autograd.grad, at block length 1 (8 with t
 backends: the small-block kernels of a Bi-BloSA step).
 
 --backend triton: the Triton op with its kernels (CUDA tensors), launcher and autotuner
-included. --backend triton-stand-in: the Triton op on CPU tensors with bench/triton_stand_in.py
+included. --backend triton-stand-in: the Triton op on CPU tensors with bench/gpu_tools/triton_stand_in.py
 in place of triton's GPU driver: Triton's whole launch path in Python (autotuner lookup, JIT
 binding, specialization, cache key), all but the C launcher and the GPU. --backend
 triton-stubbed: the Triton op on CPU tensors (taken as under TRITON_INTERPRET=1) with its
@@ -23,7 +23,7 @@ dispatch and autograd, what torch.compile traces), not the eager path that plain
 kernel forward, two backward) through the same autograd calls, the floor that the machine's
 autograd engine and launches set for any op. On a GPU machine auto (the CUDA C++ op), triton,
 triton-stand-in, triton-stubbed and baseline tell apart the op's Python, Triton's launcher and
-the machine (bench/gpu_check.sh runs them).
+the machine (bench/gpu_tools/gpu_check.sh runs them).
 """
 from __future__ import annotations
 
@@ -34,7 +34,7 @@ import time
 
 import torch
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "python"))
 
 import blosa  # noqa: E402
 
@@ -53,7 +53,7 @@ def mean_us(fn, calls: int = 3000, warmup: int = 200, sync=lambda: None) -> floa
 def use_triton_on_cpu(variant: str) -> None:
     """Sets up the Triton op for CPU tensors: "triton-stubbed", taking them as under
     TRITON_INTERPRET=1 with its launches replaced by nothing; "triton-stand-in", with
-    bench/triton_stand_in.py's driver."""
+    bench/gpu_tools/triton_stand_in.py's driver."""
     if variant == "triton-stubbed":
         import blosa_kernels.op
 

@@ -1,7 +1,7 @@
 """The machine code of every small-block CUDA kernel the dispatcher can pick, in 90 s.
 
-    python bench/small_variants.py [--out TABLE.md] [--compare BEFORE.md] [--kernels REGEX]
-    python bench/small_variants.py --ptx-sums [--kernels REGEX]
+    python bench/gpu_tools/small_variants.py [--out TABLE.md] [--compare BEFORE.md] [--kernels REGEX]
+    python bench/gpu_tools/small_variants.py --ptx-sums [--kernels REGEX]
 
 No GPU needed. It writes one .cu file that instantiates each template variant of
 forward_small, backward_small_recompute and backward_small that csrc/cuda/dispatch.h's
@@ -10,7 +10,7 @@ loads first, and the 16-bit dense forwards with reciprocal_newton), and the stag
 kernels of staged_small.cuh (272 kernels), compiles it
 alone with nvcc for sm_90 with setup.py's device flags (far faster than `make build`, which
 compiles every kernel of the extension), and prints
-bench/sass_loads.py's --whole table of them (registers, stack, instructions, loads, early
+bench/gpu_tools/sass_loads.py's --whole table of them (registers, stack, instructions, loads, early
 reads). With --compare it prints instead, for each kernel, what moved against a table saved
 before a change (--out), and a last line with how many kernels got more registers, stack,
 loads, parameter reloads or early reads, and the total instruction count: how an edit to
@@ -33,7 +33,7 @@ sys.path.insert(0, HERE)
 
 import sass_loads  # noqa: E402
 
-ROOT = os.path.dirname(HERE)
+ROOT = os.path.dirname(os.path.dirname(HERE))
 # setup.py's nvcc flags that shape device code (not -lineinfo, which adds only line tables).
 NVCC_FLAGS = ["-O3", "-std=c++20", "--use_fast_math", "--expt-relaxed-constexpr"]
 TYPES = (("c10::BFloat16", "float"), ("c10::Half", "float"), ("float", "float"),

@@ -1,4 +1,4 @@
-"""Timing of GPU work from Python, shared by the benchmark scripts of bench/."""
+"""Timing of GPU work from Python, shared by the scripts of bench/gpu_tools/."""
 from __future__ import annotations
 
 import time

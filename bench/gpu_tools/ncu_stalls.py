@@ -1,8 +1,8 @@
 """One line per kernel launch of an Nsight Compute text report: what held its warps back.
 
-    python bench/ncu_stalls.py REPORT.txt [--top 4]
+    python bench/gpu_tools/ncu_stalls.py REPORT.txt [--top 4]
 
-bench/gpu_check.sh writes such a report (ncu.txt): the sections SpeedOfLight,
+bench/gpu_tools/gpu_check.sh writes such a report (ncu.txt): the sections SpeedOfLight,
 ComputeWorkloadAnalysis, WarpStateStats, Occupancy and MemoryWorkloadAnalysis of each launch, and
 the warp stall reasons (ncu's command-line metrics
 smsp__average_warps_issue_stalled_REASON_per_issue_active.ratio: how many warps were in that
@@ -97,7 +97,7 @@ def table(launches: list[Launch], top: int = 4) -> str:
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("report", help="an ncu text report (bench/gpu_check.sh's ncu.txt)")
+    parser.add_argument("report", help="an ncu text report (bench/gpu_tools/gpu_check.sh's ncu.txt)")
     parser.add_argument("--top", type=int, default=4, help="stall reasons per launch (default 4)")
     args = parser.parse_args(argv)
     if args.top < 1:

@@ -1,6 +1,6 @@
 """How far ahead of their use the CUDA kernels' loops issue their loads, from the SASS.
 
-    python bench/sass_loads.py [--so python/blosa/_C*.so] [--kernels REGEX] [--whole | --blocks]
+    python bench/gpu_tools/sass_loads.py [--so python/blosa/_C*.so] [--kernels REGEX] [--whole | --blocks]
 
 No GPU needed: it reads the sm_90 machine code that `make build` compiled (cuobjdump). For
 each kernel whose name matches REGEX (default: the float32 tiled kernels, tile 8, fixed pivot),
@@ -244,7 +244,7 @@ def matching(sass: str, pattern: str):
 
 def built_extension() -> str | None:
     """The extension `make build` put in this checkout (python/blosa/_C*.so), if any."""
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     return next(iter(sorted(glob.glob(os.path.join(root, "python", "blosa", "_C*.so")))), None)
 
 

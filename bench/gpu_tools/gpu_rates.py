@@ -1,7 +1,7 @@
 """Score-element rates of the GPU backends of masked_block_attn (CUDA C++ and Triton).
 
-    python bench/gpu_rates.py --out rates.json
-    python bench/gpu_rates.py --memory-bounds 4.8e12
+    python bench/gpu_tools/gpu_rates.py --out rates.json
+    python bench/gpu_tools/gpu_rates.py --memory-bounds 4.8e12
 
 Measures forward and forward+backward of every available GPU backend at B=64, d=300, n=384
 with blocks of r=8 and with one block, and full DiSA (one block) at B=8, n=8192, d=300
@@ -17,7 +17,7 @@ sees, host overhead included when the host is the slower side) and "kernels" (th
 time of the kernels one call launches, from torch.profiler: the GPU's own work, which the rates
 use). "Elements" are the allowed (query, key, feature) triples, B·(n/r)·r(r−1)/2·d for
 r-blocks; the rate is set beside the nominal SFU bound of the card (one tanh and one exp per
-element forward: SMs × 16 MUFU/clock × 1.98 GHz / 2 ≈ 2.1e12/s on an H100 SXM; bench/sfu_peak.py
+element forward: SMs × 16 MUFU/clock × 1.98 GHz / 2 ≈ 2.1e12/s on an H100 SXM; bench/gpu_tools/sfu_peak.py
 measures what the card really gives) and beside its memory bound (min_bytes at the nominal
 DRAM bandwidth: the binding one at r = 8). Writes a JSON list of records and prints a markdown
 table. About a minute.
@@ -36,10 +36,10 @@ import time
 
 import torch
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "python"))
 
 import blosa  # noqa: E402
-from cuda_timing import kernel_times, time_ms  # noqa: E402  (bench/, the script's own folder)
+from cuda_timing import kernel_times, time_ms  # noqa: E402  (the script's own folder, bench/gpu_tools/)
 
 BACKENDS = ("cuda", "triton")
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
@@ -497,7 +497,7 @@ def main(argv=None):
     cuda_variants = [v for v in args.cuda_variants.split(",") if v]
     triton_variants = [v for v in args.triton_variants.split(",") if v]
     all_jobs = list(jobs(args.backends.split(","), cuda_variants, triton_variants))  # names checked
-    # bench/gpu_check.sh stops this with SIGINT when the check's time is up: the jobs measured by
+    # bench/gpu_tools/gpu_check.sh stops this with SIGINT when the check's time is up: the jobs measured by
     # then still make the tables and the JSON.
     try:
         for job in all_jobs:

@@ -1,12 +1,12 @@
 """Kernel time of the d_bias reduction of the Triton backward, and of two-stage forms of it.
 
-    python bench/bias_reduce.py
+    python bench/gpu_tools/bias_reduce.py
 
 z = dep_i + head_j + bias, so d_bias = d_head summed over batch and queries: for blocks of at
 most 64 the kernel's per-block float32 sums, [B · n/r, d], for longer ones d_head. The Triton
 backward summed them with ATen (`d_bias_part.sum(0)`, `d_head.sum((0, 1))`): at r = 8 (B=64,
 n=384, d=300) 0.012 ms of the 0.184 ms of bfloat16 forward+backward kernel time on an H200
-(2026-11-27, bench/RESULTS.md), for 3.7 MB in and 300 sums out; since 2026-11-28 it takes the
+(2026-11-27, bench/HISTORY.md), for 3.7 MB in and 300 sums out; since 2026-11-28 it takes the
 matrix-vector product with ones (configs.BIAS_SUM = "mv"), which this measured at a half to a
 third of that time (2026-11-28). (The CUDA backend sums with its own kernels,
 csrc/cuda/column_sums.cuh; gpu_rates.py times them in its calls.) This compares the one-pass sum

@@ -1,8 +1,8 @@
 """Where the GPU backends stand against the targets of issues 4 and 5, from gpu_rates.py's JSON.
 
-    python bench/targets.py rates.json                        # markdown table
-    python bench/targets.py rates.json --plot targets.png     # and a chart of the same figures
-    python bench/targets.py a.json b.json --take "cuda rcp-fma"
+    python bench/gpu_tools/targets.py rates.json                        # markdown table
+    python bench/gpu_tools/targets.py rates.json --plot targets.png     # and a chart of the same figures
+    python bench/gpu_tools/targets.py a.json b.json --take "cuda rcp-fma"
 
 Targets, at B=64, n=384, d=300 in blocks of r=8 and in one block: forward >= 1.3e12 score
 elements/s and forward+backward >= 0.5e12 (kernel time); full DiSA (one block) at B=8, n=8192,

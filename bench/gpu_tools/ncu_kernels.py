@@ -1,9 +1,9 @@
 """The kernels of the benchmark sizes, each launched once, for Nsight Compute.
 
     ncu --clock-control none --kernel-name regex:'_small|_tiled|_sums|_staged' --launch-count 15 \
-        python bench/ncu_kernels.py
+        python bench/gpu_tools/ncu_kernels.py
     ncu --clock-control none --nvtx --nvtx-include 'blosa_ncu/' --kernel-name regex:'fwd_|bwd_' \
-        --launch-count 9 python bench/ncu_kernels.py --backend triton
+        --launch-count 9 python bench/gpu_tools/ncu_kernels.py --backend triton
 
 B=64, n=384, d=300, direction "forward". Blocks of 8, bfloat16, as a training step runs them
 (the forward saves no lse, the backward recomputes it): forward_small and
@@ -27,7 +27,7 @@ one-block step again with the fused backward's trimmed key loop (configs.FUSED_S
 runs once first, outside the NVTX range "blosa_ncu", so that the autotuner's trial launches (and
 compiles) happen there; ncu's --nvtx-include 'blosa_ncu/' then profiles only the picked configs.
 
-bench/gpu_check.sh runs both under ncu when ncu is there, to tell which unit (special functions,
+bench/gpu_tools/gpu_check.sh runs both under ncu when ncu is there, to tell which unit (special functions,
 memory, issue) holds each kernel back.
 """
 import argparse
@@ -36,7 +36,7 @@ import sys
 
 import torch
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "python"))
 
 import blosa  # noqa: E402,F401  (registers torch.ops.blosa)
 
@@ -66,7 +66,7 @@ def triton_calls(dep, head, value, grad_out, bias):
         masked_block_attn_triton_bwd(g, d, h, v, b, None, out, lse, *settings)
 
     def trimmed_training_step(tensors, settings):
-        from gpu_rates import triton_configs  # bench/, as cuda_timing for gpu_rates
+        from gpu_rates import triton_configs  # bench/gpu_tools/, as cuda_timing for gpu_rates
 
         with triton_configs({"FUSED_STEP": "trimmed"}):
             training_step(tensors, settings, True)

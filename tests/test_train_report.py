@@ -1,0 +1,108 @@
+"""blosa report: a row per setup, the seeds of a setup as mean ± std, the paper's number beside
+ours; presets: resolution order, errors, and the commands the table prints."""
+import dataclasses
+import json
+import random
+import statistics
+
+import pytest
+
+from blosa.cli import _config, main, parser
+from blosa.train.config import TASK_DEFAULTS, TrainConfig
+from blosa.train.paper import paper_result
+from blosa.train.presets import PRESETS
+from blosa.train.report import command_of, report
+
+
+def fake_run(path, config, test, seconds, folds=None):
+    """A finished run's folder as blosa train leaves it (config.json, result.json)."""
+    path.mkdir(parents=True)
+    (path / "config.json").write_text(config.resolved().to_json())
+    result = {"task": config.task, "encoder": config.encoder, "test": test, "dev": test,
+              "seconds": seconds, "commit": "abc1234"}
+    if folds:
+        result["folds"] = [{"fold": i, "test": f, "dev": f} for i, f in enumerate(folds)]
+        result["std"] = {"test": {m: statistics.stdev(f[m] for f in folds) for m in test}}
+    (path / "result.json").write_text(json.dumps(result))
+    return path
+
+
+def row_cells(table, index):
+    return [cell.strip() for cell in table.splitlines()[2 + index].strip("|").split("|")]
+
+
+def test_seeds_of_a_setup_share_a_row(tmp_path):
+    rng = random.Random()
+    accuracies = [rng.uniform(0.8, 0.95) for _ in range(3)]
+    dirs = [fake_run(tmp_path / f"trec-{s}", TrainConfig(task="trec", preset="best", seed=s),
+                     {"accuracy": a}, 100 + 10 * s) for s, a in enumerate(accuracies)]
+    other = fake_run(tmp_path / "disan", TrainConfig(task="trec", encoder="disan", preset="best"),
+                     {"accuracy": 0.5}, 50)
+    table = report([dirs[0], other, *dirs[1:]], paper=True)
+    assert len(table.splitlines()) == 4  # header, rule, two setups in the order first seen
+    task, encoder, test, paper, seeds, seconds, commit, command = row_cells(table, 0)
+    mean, std = statistics.fmean(accuracies), statistics.stdev(accuracies)
+    assert (task, encoder, seeds, seconds) == ("trec", "biblosan", "0, 1, 2", "110")
+    assert test == f"accuracy {100 * mean:.1f} ± {100 * std:.1f} (3 seeds)"
+    assert paper == "accuracy 94.8 (0.2)" and commit == "abc1234"
+    assert command.strip("`") == "blosa train --task trec --preset best"
+    assert row_cells(table, 1)[1:4] == ["disan", "accuracy 50.0", "accuracy 94.2 (0.1)"]
+    assert "paper" not in report(dirs).splitlines()[0]  # the column only when asked for
+
+
+def test_a_cross_validated_run_reports_its_folds_spread(tmp_path):
+    folds = [{"accuracy": random.uniform(0.7, 0.9)} for _ in range(10)]
+    mean = {"accuracy": statistics.fmean(f["accuracy"] for f in folds)}
+    run = fake_run(tmp_path / "cr", TrainConfig(task="cr"), mean, 700, folds=folds)
+    test = row_cells(report([run]), 0)[2]
+    std = statistics.stdev(f["accuracy"] for f in folds)
+    assert test == f"accuracy {100 * mean['accuracy']:.1f} ± {100 * std:.1f} (10 folds)"
+
+
+def test_relatedness_metrics_keep_four_decimals(tmp_path):
+    values = [{"pearson": random.random(), "spearman": random.random(), "mse": random.random()}
+              for _ in range(2)]
+    runs = [fake_run(tmp_path / f"sick-{s}", TrainConfig(task="sick", seed=s), v, 10)
+            for s, v in enumerate(values)]
+    test = row_cells(report(runs), 0)[2]
+    mse = [v["mse"] for v in values]
+    assert f"mse {statistics.fmean(mse):.4f} ± {statistics.stdev(mse):.4f}" in test
+
+
+def test_an_unfinished_run_is_named(tmp_path):
+    (tmp_path / "half").mkdir()
+    with pytest.raises(ValueError, match="half holds no finished run"):
+        report([tmp_path / "half"])
+
+
+def test_presets_sit_between_task_defaults_and_flags():
+    for name, tasks in PRESETS.items():
+        for task, settings in tasks.items():
+            config = TrainConfig(task=task, preset=name).resolved()
+            for key, value in settings.items():
+                assert getattr(config, key) == value, (name, task, key)
+            for key, value in TASK_DEFAULTS.get(task, {}).items():
+                if key not in settings:  # what the preset leaves, the task's default gives
+                    assert getattr(config, key) == value, (name, task, key)
+            flag = TrainConfig(task=task, preset=name, lr=0.123, hidden=7).resolved()
+            assert (flag.lr, flag.hidden) == (0.123, 7)  # a flag wins over the preset
+            # the printed command gives the same settings back
+            seeded = dataclasses.replace(flag, seed=3)
+            words = command_of(seeded).split()
+            assert _config(parser().parse_args(words[1:])).resolved() == seeded
+
+
+def test_bad_presets_are_refused_by_flag(capsys):
+    assert main(["train", "--task", "squad", "--preset", "best", "--out", "/nonexistent/x"]) == 2
+    assert "--preset: best has no setup for task 'squad'" in capsys.readouterr().err
+    with pytest.raises(ValueError, match="--preset: unknown preset 'fast'"):
+        TrainConfig(task="trec", preset="fast").resolved()
+
+
+def test_paper_numbers_are_where_the_paper_puts_them():
+    # Table 4 prints SST-1/SST-2 swapped; SST-1 (5 classes) is the lower one.
+    assert paper_result("sst1", "biblosan") == {"accuracy": "50.6 (0.5)"}
+    assert paper_result("sst2", "biblosan") == {"accuracy": "87.4 (0.2)"}
+    assert paper_result("sick", "disan")["pearson"] == "0.8695 (0.0012)"
+    assert paper_result("snli", "biblosan") == {"accuracy": "85.7"}
+    assert paper_result("sick_e", "biblosan") == {}
