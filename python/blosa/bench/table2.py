@@ -7,8 +7,8 @@ Adadelta; an epoch's time is the mean step (the first step, which allocates the 
 the optimizer's state, left out) times the 8,584 steps of SNLI's 549,367 training pairs. The
 memory is the peak over those steps, parameters and batches included (CPU: the resident set of a
 child process running just that encoder; CUDA: the allocator's peak). Inference: M batches of 100
-pairs, extrapolated to the 99 batches of SNLI's dev set (9,842 pairs, as the paper's caption says;
-its test set's 9,824 pairs are 99 batches too). It prints a markdown table with the paper's numbers
+pairs, extrapolated to the 99 batches of SNLI's 9,824 test pairs (the paper's caption says its
+9,842 dev pairs: 99 batches too). It prints a markdown table with the paper's numbers
 (GTX 1080Ti, TensorFlow 1.3) beside these, each also relative to Bi-BloSAN's. DiSAN and Bi-BloSAN
 also run on the reference attention (--no-reference: not), which materializes the n x n x d
 scores as the paper's TensorFlow code did, where blosa's fused op does not.
@@ -27,7 +27,7 @@ import torch.nn.functional as F
 from blosa.bench import procmem
 from blosa.bench.cases import LABELS, paper_hidden
 from blosa.bench.provenance import commit, machine, today
-from blosa.bench.snli import DEV_PAIRS, TRAIN_PAIRS, VOCAB, NLIModel, pair_batch
+from blosa.bench.snli import TEST_PAIRS, TRAIN_PAIRS, VOCAB, NLIModel, pair_batch
 from blosa.bench.steps import make_optimizer, synchronize
 
 # The paper's Table 2: Time(s)/epoch, Memory(MB), Inference Time(s), on a GTX 1080Ti.
@@ -38,7 +38,7 @@ PAPER_TABLE2 = {
 }
 TRAIN_BATCH, TEST_BATCH = 64, 100
 WEIGHT_DECAY = 5e-5  # the paper's L2 factor
-DEFAULTS = {"cpu": (20, 10), "cuda": (200, math.ceil(DEV_PAIRS / TEST_BATCH))}  # (steps, inference batches)
+DEFAULTS = {"cpu": (20, 10), "cuda": (200, math.ceil(TEST_PAIRS / TEST_BATCH))}  # (steps, inference batches)
 
 
 def _to(batch, device):
@@ -154,7 +154,7 @@ def _cell(value: float, reference: float | None, digits: int) -> str:
 def markdown(results: dict, device: str, header: list[str]) -> str:
     """The table: paper and ours a column each, every number also as a ratio to Bi-BloSAN's."""
     epoch_steps = math.ceil(TRAIN_PAIRS / TRAIN_BATCH)
-    test_batches = math.ceil(DEV_PAIRS / TEST_BATCH)
+    test_batches = math.ceil(TEST_PAIRS / TEST_BATCH)
     ours = {name: (r["step_seconds"] * epoch_steps, r["peak_mib"] + r["static_mib"],
                    r["infer_seconds"] * test_batches)
             for name, r in results.items() if "error" not in r}
@@ -191,7 +191,7 @@ def _notes(first: dict, device: str, epoch_steps: int, test_batches: int) -> str
     return (f"In parentheses: relative to Bi-BloSAN's. Ours: {device.upper()}, {first['threads']} "
             f"thread(s). An epoch is {epoch_steps:,} steps of batch {TRAIN_BATCH} ({TRAIN_PAIRS:,} pairs), "
             f"extrapolated from the mean of {first['steps'] - 1} steps{reduced} after a first, untimed "
-            f"one; inference is {test_batches} batches of {TEST_BATCH} (the {DEV_PAIRS:,} dev pairs), "
+            f"one; inference is {test_batches} batches of {TEST_BATCH} (the {TEST_PAIRS:,} test pairs), "
             f"extrapolated from {first['inference_batches']}. Memory: the training steps' peak, "
             f"parameters and batches included, in MiB: {memory}. Padded lengths averaged "
             f"{first['premise_len']:.1f} (premises) and {first['hypothesis_len']:.1f} (hypotheses) "

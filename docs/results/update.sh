@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Copy the finished runs of `make reproduce` (runs/reproduce/ROW/seed-S) into docs/results/ROW/
+# seed-S (config.json and result.json: what `blosa report` reads; no checkpoints), then print
+# docs/RESULTS.md's tables from the copies: Bi-BloSAN's rows, then the encoders side by side per
+# task. Usage: bash docs/results/update.sh [RUNS] (default runs/reproduce); PY=python to choose.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+RUNS=${1:-runs/reproduce}
+PY=${PY:-.venv/bin/python}
+for run in "$RUNS"/*/seed-*/; do
+  [ -f "$run/result.json" ] || continue
+  row=${run#"$RUNS"/}
+  mkdir -p "docs/results/$row"
+  cp "$run/config.json" "$run/result.json" "docs/results/$row"
+done
+rows() { ls -d docs/results/$1/seed-* 2>/dev/null | sort -V || true; }
+echo "### Bi-BloSAN"
+echo
+# shellcheck disable=SC2046
+$PY -m blosa report --paper $(for task in trec sst1 sst2 cr mpqa subj sick sick_e; do
+  rows "$task-biblosan-*"; done)
+for task in trec sst2; do
+  others=$(rows "$task-*" | grep -v -- "-biblosan-" || true)
+  [ -n "$others" ] || continue
+  echo
+  echo "### $task: the encoders side by side"
+  echo
+  # shellcheck disable=SC2086
+  $PY -m blosa report --paper $(rows "$task-biblosan-*") $others
+done
