@@ -106,3 +106,28 @@ def test_paper_numbers_are_where_the_paper_puts_them():
     assert paper_result("sick", "disan")["pearson"] == "0.8695 (0.0012)"
     assert paper_result("snli", "biblosan") == {"accuracy": "85.7"}
     assert paper_result("sick_e", "biblosan") == {}
+
+
+def test_make_reproduce_trains_each_seed_then_prints_the_row():
+    """`make reproduce` (dry run: the commands it would run): a resumable run per seed, three
+    seeds (one for the cross-validated tasks, whose spread is over folds), then the report."""
+    import subprocess
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parents[1]
+
+    def dry_run(*variables):
+        run = subprocess.run(["make", "-n", "--no-print-directory", "reproduce", *variables],
+                             cwd=repo, capture_output=True, text=True, timeout=60)
+        assert run.returncode == 0, run.stderr
+        return " ".join(run.stdout.replace("\\\n", " ").split())
+
+    trec = dry_run("TASK=trec", "ENCODER=disan")
+    assert "for seed in 0 1 2; do" in trec
+    assert ("-m blosa train --task trec --encoder disan --preset best --seed $seed --out "
+            "runs/reproduce/trec-disan-best/seed-$seed --resume --quiet") in trec
+    assert trec.endswith("-m blosa report --paper " + " ".join(
+        f"runs/reproduce/trec-disan-best/seed-{s}" for s in range(3)))
+    cr = dry_run("TASK=cr", "PRESET=paper")
+    assert "for seed in 0; do" in cr and "runs/reproduce/cr-biblosan-paper/seed-0" in cr
+    assert "name the row" in dry_run()  # no TASK: the recipe stops with the message
