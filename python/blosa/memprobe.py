@@ -13,6 +13,7 @@ import json
 import subprocess
 import sys
 
+from blosa.bench import procmem
 from blosa.nn.layers import check_width
 
 IMPLS = ("fused", "reference")
@@ -38,14 +39,6 @@ def peak_memory_mib(impl: str, B: int, n: int, d: int, block_len: int, backward:
         raise RuntimeError(f"`{' '.join(cmd[1:])}` failed (exit status {run.returncode}):\n"
                            + run.stderr.strip()[-2000:])
     return json.loads(run.stdout.strip().splitlines()[-1])["peak_mib"]
-
-
-def _status_kib(field: str) -> int:
-    with open("/proc/self/status") as status:
-        for line in status:
-            if line.startswith(field + ":"):
-                return int(line.split()[1])
-    raise RuntimeError(f"/proc/self/status has no {field}")
 
 
 def _positive_int(text: str) -> int:
@@ -79,13 +72,11 @@ def _main(argv: list[str]) -> None:
     B, n, d, block_len = args.B, args.n, args.d, args.block_len
     dep, head, value = (torch.randn(B, n, d, requires_grad=not args.no_grad) for _ in range(3))
     fn(dep[:1, :4], head[:1, :4], value[:1, :4], None, None, block_len)  # load code, warm pools
-    with open("/proc/self/clear_refs", "w") as clear_refs:
-        clear_refs.write("5")  # resets the high-water mark to the current resident set
-    before = _status_kib("VmRSS")
+    before = procmem.reset_peak()  # the high-water mark, reset to the current resident set
     out = fn(dep, head, value, None, None, block_len)
     if not args.forward_only:
         out.sum().backward()
-    grown = (_status_kib("VmHWM") - before) / 1024
+    grown = (procmem.peak_bytes() - before) / 2**20
     print(json.dumps({"peak_mib": grown}))
 
 

@@ -17,7 +17,7 @@ from torch import nn
 
 from blosa.nn import ATTENTION_ENCODERS, build_encoder
 
-TRAIN_PAIRS, DEV_PAIRS, TEST_PAIRS = 549_367, 9_842, 9_824  # SNLI's splits (the paper, section 4.1)
+TRAIN_PAIRS, TEST_PAIRS = 549_367, 9_824  # SNLI's training and test pairs (the paper, section 4.1)
 PREMISE_MEAN, HYPOTHESIS_MEAN = 14.1, 8.3  # Bowman et al. 2015, Table 1
 LENGTH_CV = 0.45  # standard deviation / mean: our assumption, not a reported number
 MAX_LENGTH = 128
