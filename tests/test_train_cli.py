@@ -47,6 +47,7 @@ def test_the_command_runs(command):
     (["--task", "trec", "--encoder", "bert"], "invalid choice: 'bert'"),
     (["--task", "trec", "--device", "tpu"], "invalid choice: 'tpu'"),
     (["--task", "trec", "--amp", "fp8"], "invalid choice: 'fp8'"),
+    (["--task", "trec", "--lr-schedule", "step"], "invalid choice: 'step'"),
 ])
 def test_unknown_choices(capsys, argv, message):
     with pytest.raises(SystemExit) as exc:
@@ -58,6 +59,8 @@ def test_unknown_choices(capsys, argv, message):
 @pytest.mark.parametrize("extra, message", [
     (["--batch-size", "0"], "--batch-size: must be an int >= 1"),
     (["--dropout", "1.0"], "--dropout: must be in [0, 1)"),
+    (["--word-dropout", "1.0"], "--word-dropout: must be in [0, 1)"),
+    (["--word-dropout", "-0.1"], "--word-dropout: must be in [0, 1)"),
     (["--lr", "-1"], "--lr: must be > 0"),
     (["--epochs", "0"], "--epochs: must be an int >= 1"),
     (["--max-steps", "0"], "--max-steps: must be >= 1"),

@@ -84,7 +84,8 @@ def test_presets_sit_between_task_defaults_and_flags():
             for key, value in TASK_DEFAULTS.get(task, {}).items():
                 if key not in settings:  # what the preset leaves, the task's default gives
                     assert getattr(config, key) == value, (name, task, key)
-            flag = TrainConfig(task=task, preset=name, lr=0.123, hidden=7).resolved()
+            flag = TrainConfig(task=task, preset=name, lr=0.123, hidden=7, lr_schedule="cosine",
+                               word_dropout=0.125).resolved()
             assert (flag.lr, flag.hidden) == (0.123, 7)  # a flag wins over the preset
             # the printed command gives the same settings back
             seeded = dataclasses.replace(flag, seed=3)

@@ -13,10 +13,12 @@ from shared_data import requires_shared_data
 
 pytestmark = requires_shared_data
 
-# Dropout on, so that the random generators' state matters; 36 steps, a checkpoint every 4.
+# Dropout and word dropout on, so that the random generators' state matters; a cosine learning
+# rate, so that the schedule's position matters; 36 steps, a checkpoint every 4.
 ARGS = ["--task", "trec", "--hidden", "6", "--head-hidden", "6", "--vectors", "glove-50d",
-        "--batch-size", "24", "--dropout", "0.3", "--max-steps", "36", "--eval-every", "4",
-        "--eval-batch-size", "512", "--seed", "3", "--quiet"]
+        "--batch-size", "24", "--dropout", "0.3", "--word-dropout", "0.2", "--lr-schedule",
+        "cosine", "--max-steps", "36", "--eval-every", "4", "--eval-batch-size", "512",
+        "--seed", "3", "--quiet"]
 
 
 def blosa_train(out, *extra):
@@ -46,7 +48,8 @@ def test_sigkill_then_resume_matches_an_uninterrupted_run(tmp_path):
     whole, killed = tmp_path / "whole", tmp_path / "killed"
     subprocess.run(blosa_train(whole), check=True, capture_output=True)
     last = torch.load(whole / "last.pt", weights_only=True)
-    assert {"model", "optimizer", "step", "epoch", "position", "best", "rng"} <= set(last)
+    assert {"model", "optimizer", "scheduler", "step", "epoch", "position", "best",
+            "rng"} <= set(last)
     assert last["step"] == 36
     assert not [p for p in os.listdir(whole) if p.endswith(".tmp")]  # no temporary file left
 

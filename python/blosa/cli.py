@@ -7,7 +7,8 @@ import time
 
 from blosa.data.datasets import DATASETS
 from blosa.nn import ENCODERS
-from blosa.train.config import AMP_MODES, DEVICES, OPTIMIZERS, TASK_DEFAULTS, TrainConfig
+from blosa.train.config import (AMP_MODES, DEVICES, LR_SCHEDULES, OPTIMIZERS, TASK_DEFAULTS,
+                                TrainConfig)
 from blosa.train.presets import PRESETS
 
 
@@ -51,11 +52,17 @@ def _add_train(sub) -> None:
                         "(default: %(default)s)")
     p.add_argument("--optimizer", choices=OPTIMIZERS, help=f"default: {_task_default('optimizer')}")
     p.add_argument("--lr", type=float, help=f"learning rate (default: {_task_default('lr')})")
+    p.add_argument("--lr-schedule", default="constant", choices=LR_SCHEDULES,
+                   help="the learning rate over the run's steps: constant, or decayed to 0 at "
+                        "the last step along a line or a half cosine (default: %(default)s)")
     p.add_argument("--batch-size", type=int,
                    help=f"the global batch size (default: {_task_default('batch_size')})")
     p.add_argument("--eval-batch-size", type=int, default=128, help="default: %(default)s")
     p.add_argument("--dropout", type=float,
                    help=f"1 - the keep probability (default: {_task_default('dropout')})")
+    p.add_argument("--word-dropout", type=float, default=0.0,
+                   help="in training, each word reads as <unk> with this probability "
+                        "(default: %(default)s)")
     p.add_argument("--weight-decay", type=float,
                    help=f"L2 on weight matrices (default: {_task_default('weight_decay')})")
     p.add_argument("--epochs", type=int, help=f"default: {_task_default('epochs')}")

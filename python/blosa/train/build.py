@@ -3,6 +3,7 @@ vectors and the task's model around the chosen blosa.nn encoder."""
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass
 from typing import Iterable
 
@@ -17,6 +18,7 @@ from blosa.nn import build_encoder
 from blosa.tasks import Task
 from blosa.train.config import TrainConfig
 from blosa.train.splits import carve_dev, stratified_folds
+from blosa.train.word_dropout import WordDropoutEmbedding
 
 
 @dataclass
@@ -82,7 +84,8 @@ def build_embedding(config: TrainConfig, vocab: Vocab,
                     dim: int | None = None) -> tuple[nn.Embedding, int]:
     """(embedding, words found in the vectors). Words found start from their vector, the others
     from U(-0.05, 0.05), padding and unknown at zero (section 4.1); fine-tuned unless
-    config.fine_tune is False. With vectors "none", every word starts random (dim: its size)."""
+    config.fine_tune is False, with config.word_dropout in training. With vectors "none", every
+    word starts random (dim: its size)."""
     generator = np.random.default_rng(config.seed)
     if config.vectors == "none":
         matrix = generator.uniform(-0.05, 0.05, (len(vocab), dim or 300)).astype(np.float32)
@@ -90,8 +93,10 @@ def build_embedding(config: TrainConfig, vocab: Vocab,
         found = 0
     else:
         matrix, found = embedding_matrix(vocab, load_vectors(config.vectors), generator)
-    embedding = nn.Embedding.from_pretrained(torch.from_numpy(matrix), freeze=not config.fine_tune,
-                                             padding_idx=Vocab.PAD)
+    embedding = WordDropoutEmbedding.from_pretrained(torch.from_numpy(matrix),
+                                                     freeze=not config.fine_tune,
+                                                     padding_idx=Vocab.PAD)
+    embedding.word_dropout = config.word_dropout
     return embedding, found
 
 
@@ -138,6 +143,27 @@ def build_optimizer(config: TrainConfig, model: nn.Module) -> torch.optim.Optimi
     return torch.optim.SGD(groups, lr=config.lr)
 
 
+def lr_factor(schedule: str, step: int, total_steps: int) -> float:
+    """The learning rate of step `step` (0-based) of `total_steps`, as a fraction of --lr:
+    constant 1; linear 1 - step / total; cosine (1 + cos(pi * step / total)) / 2. Both decays
+    start at 1 and near 0 at the last step."""
+    if schedule == "constant":
+        return 1.0
+    progress = step / total_steps
+    if schedule == "linear":
+        return 1.0 - progress
+    if schedule == "cosine":
+        return 0.5 * (1.0 + math.cos(math.pi * progress))
+    raise ValueError(f"--lr-schedule: unknown schedule {schedule!r}")
+
+
+def build_scheduler(config: TrainConfig, optimizer: torch.optim.Optimizer,
+                    total_steps: int) -> torch.optim.lr_scheduler.LambdaLR:
+    """config.lr_schedule over `total_steps` optimizer steps; step it after each one."""
+    return torch.optim.lr_scheduler.LambdaLR(
+        optimizer, lambda step: lr_factor(config.lr_schedule, step, total_steps))
+
+
 def _module_of(model: nn.Module, parameter_name: str) -> nn.Module:
     return model.get_submodule(parameter_name.rpartition(".")[0])
 
@@ -145,6 +171,7 @@ def _module_of(model: nn.Module, parameter_name: str) -> nn.Module:
 def described(config: TrainConfig) -> str:
     """One line naming the run's main settings, for the log."""
     c = dataclasses.asdict(config)
-    keys = ("task", "encoder", "hidden", "optimizer", "lr", "batch_size", "dropout",
-            "weight_decay", "epochs", "max_steps", "seed", "device", "amp", "compile")
+    keys = ("task", "encoder", "hidden", "optimizer", "lr", "lr_schedule", "batch_size",
+            "dropout", "word_dropout", "weight_decay", "epochs", "max_steps", "seed", "device",
+            "amp", "compile")
     return " ".join(f"{k}={c[k]}" for k in keys if c[k] not in (None, False))

@@ -10,6 +10,7 @@ from pathlib import Path
 OPTIMIZERS = ("adadelta", "adam", "adamw", "sgd")
 AMP_MODES = ("none", "bf16")
 DEVICES = ("cpu", "cuda")
+LR_SCHEDULES = ("constant", "linear", "cosine")
 
 # The authors' setups as coded (MODEL_NOTES.md "Training setups"): optimizer, learning rate, batch
 # size, dropout (1 - keep probability), L2 on weight matrices, hidden units. Epochs are ours: the
@@ -51,9 +52,11 @@ class TrainConfig:
     block_len: str = "auto"  # Bi-BloSAN's r: "auto" or an int, as a string
     optimizer: str | None = None
     lr: float | None = None
+    lr_schedule: str = "constant"  # the learning rate over the run's steps (build.lr_factor)
     batch_size: int | None = None
     eval_batch_size: int = 128
     dropout: float | None = None
+    word_dropout: float = 0.0  # in training, a word reads as <unk> with this probability
     weight_decay: float | None = None
     epochs: int | None = None
     max_steps: int | None = None  # stop after this many optimizer steps (None: epochs decide)
@@ -134,8 +137,12 @@ def validate(config: TrainConfig) -> None:
         bad("optimizer", f"choose from {OPTIMIZERS}, got {config.optimizer!r}")
     if not config.lr > 0:
         bad("lr", f"must be > 0, got {config.lr}")
+    if config.lr_schedule not in LR_SCHEDULES:
+        bad("lr_schedule", f"choose from {LR_SCHEDULES}, got {config.lr_schedule!r}")
     if not 0 <= config.dropout < 1:
         bad("dropout", f"must be in [0, 1), got {config.dropout}")
+    if not 0 <= config.word_dropout < 1:
+        bad("word_dropout", f"must be in [0, 1), got {config.word_dropout}")
     if not config.weight_decay >= 0:
         bad("weight_decay", f"must be >= 0, got {config.weight_decay}")
     if not 0 < config.dev_fraction < 1:

@@ -2,8 +2,9 @@
 test the best dev checkpoint.
 
 A run can be killed at any moment and resumed: the data order is a function of (seed, epoch),
-the checkpoint holds the model, the optimizer, the random generators and the position in the
-epoch, so a resumed run ends bit for bit where an uninterrupted one would.
+the checkpoint holds the model, the optimizer and its learning-rate schedule, the random
+generators and the position in the epoch, so a resumed run ends bit for bit where an
+uninterrupted one would.
 """
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ from blosa.data import BucketBatchSampler, Vocab
 from blosa.nn import SentenceEncoder
 from blosa.tasks import Task
 from blosa.train import checkpoint
-from blosa.train.build import Splits, build_model, build_optimizer, build_vocab
+from blosa.train.build import Splits, build_model, build_optimizer, build_scheduler, build_vocab
 from blosa.train.config import TrainConfig
 from blosa.train.curves import plot_curves
 from blosa.train.distributed import World, all_sum, barrier, gather
@@ -101,6 +102,7 @@ class Trainer:
         self.total_steps = self.config.epochs * self.steps_per_epoch
         if config.max_steps is not None:
             self.total_steps = min(self.total_steps, config.max_steps)
+        self.scheduler = build_scheduler(config, self.optimizer, self.total_steps)
         # Where training stands; a checkpoint holds exactly this.
         self.step, self.epoch, self.position = 0, 0, 0
         self.best = {"value": None, "step": 0, "epoch": 0}
@@ -114,7 +116,7 @@ class Trainer:
 
     def _state(self) -> dict:
         return {"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(),
-                "step": self.step, "epoch": self.epoch, "position": self.position,
+                "scheduler": self.scheduler.state_dict(), "step": self.step, "epoch": self.epoch, "position": self.position,
                 "best": dict(self.best), "rng": checkpoint.rng_state()}
 
     def resume(self) -> bool:
@@ -128,6 +130,8 @@ class Trainer:
         state = checkpoint.load(self.dir.last, self.config.device)
         self.model.load_state_dict(state["model"])
         self.optimizer.load_state_dict(state["optimizer"])
+        if "scheduler" in state:  # checkpoints before --lr-schedule ran at a constant rate
+            self.scheduler.load_state_dict(state["scheduler"])
         self.step, self.epoch, self.position = state["step"], state["epoch"], state["position"]
         self.best = dict(state["best"])
         checkpoint.set_rng_state(state["rng"])
@@ -186,6 +190,7 @@ class Trainer:
         self.optimizer.zero_grad(set_to_none=True)
         (loss * (size * self.world.size / total)).backward()
         self.optimizer.step()
+        self.scheduler.step()
         self.window["loss"] += loss.item() * size
         self.window["count"] += size
         if counts_accuracy(task):
