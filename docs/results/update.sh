@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Copy the finished runs of `make reproduce` (runs/reproduce/ROW/seed-S) into docs/results/ROW/
 # seed-S (config.json and result.json: what `blosa report` reads; no checkpoints), then print
-# docs/RESULTS.md's tables from the copies: Bi-BloSAN's rows, then the encoders side by side per
-# task. Usage: bash docs/results/update.sh [RUNS] (default runs/reproduce); PY=python to choose.
+# docs/RESULTS.md's tables from the copies: Bi-BloSAN's rows (preset best), the other setups tried
+# (preset paper; ROW-best-VARIANT folders: the preset with flags added), then the encoders side by
+# side per task (preset best).
+# Usage: bash docs/results/update.sh [RUNS] (default runs/reproduce); PY=python to choose.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 RUNS=${1:-runs/reproduce}
@@ -14,11 +16,19 @@ for run in "$RUNS"/*/seed-*/; do
   cp "$run/config.json" "$run/result.json" "docs/results/$row"
 done
 rows() { ls -d docs/results/$1/seed-* 2>/dev/null | sort -V || true; }
+TASKS="trec sst1 sst2 cr mpqa subj sick sick_e"
 echo "### Bi-BloSAN"
 echo
 # shellcheck disable=SC2046
-$PY -m blosa report --paper $(for task in trec sst1 sst2 cr mpqa subj sick sick_e; do
-  rows "$task-biblosan-*"; done)
+$PY -m blosa report --paper $(for task in $TASKS; do rows "$task-biblosan-best"; done)
+tried=$(for task in $TASKS; do rows "$task-biblosan-paper"; rows "$task-biblosan-best-*"; done)
+if [ -n "$tried" ]; then
+  echo
+  echo "### Bi-BloSAN: other setups tried"
+  echo
+  # shellcheck disable=SC2086
+  $PY -m blosa report --paper $tried
+fi
 for task in trec sst2; do
   others=$(rows "$task-*" | grep -v -- "-biblosan-" || true)
   [ -n "$others" ] || continue
@@ -26,5 +36,5 @@ for task in trec sst2; do
   echo "### $task: the encoders side by side"
   echo
   # shellcheck disable=SC2086
-  $PY -m blosa report --paper $(rows "$task-biblosan-*") $others
+  $PY -m blosa report --paper $(rows "$task-biblosan-best") $others
 done
