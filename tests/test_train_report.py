@@ -14,11 +14,11 @@ from blosa.train.presets import PRESETS
 from blosa.train.report import command_of, report
 
 
-def fake_run(path, config, test, seconds, folds=None):
+def fake_run(path, config, test, seconds, folds=None, dev=None):
     """A finished run's folder as blosa train leaves it (config.json, result.json)."""
     path.mkdir(parents=True)
     (path / "config.json").write_text(config.resolved().to_json())
-    result = {"task": config.task, "encoder": config.encoder, "test": test, "dev": test,
+    result = {"task": config.task, "encoder": config.encoder, "test": test, "dev": dev or test,
               "seconds": seconds, "commit": "abc1234"}
     if folds:
         result["folds"] = [{"fold": i, "test": f, "dev": f} for i, f in enumerate(folds)]
@@ -48,6 +48,24 @@ def test_seeds_of_a_setup_share_a_row(tmp_path):
     assert command.strip("`") == "blosa train --task trec --preset best"
     assert row_cells(table, 1)[1:4] == ["disan", "accuracy 50.0", "accuracy 94.2 (0.1)"]
     assert "paper" not in report(dirs).splitlines()[0]  # the column only when asked for
+
+
+def test_the_dev_column_shows_what_the_setups_were_chosen_on(tmp_path):
+    rng = random.Random()
+    dev = [{"accuracy": rng.uniform(0.6, 0.7)} for _ in range(2)]
+    test = [{"accuracy": rng.uniform(0.8, 0.9)} for _ in range(2)]
+    runs = [fake_run(tmp_path / f"sst2-{s}", TrainConfig(task="sst2", seed=s), test[s], 9,
+                     dev=dev[s]) for s in range(2)]
+    lone = fake_run(tmp_path / "lone", TrainConfig(task="sst2", lr=0.25), test[0], 9, dev=dev[1])
+    table = report([*runs, lone], dev=True)
+    assert table.splitlines()[0].startswith("| task | encoder | dev | test |")
+    values = [d["accuracy"] for d in dev]
+    mean, std = statistics.fmean(values), statistics.stdev(values)
+    assert row_cells(table, 0)[2] == f"accuracy {100 * mean:.1f} ± {100 * std:.1f}"
+    mean_test = statistics.fmean(t["accuracy"] for t in test)
+    assert row_cells(table, 0)[3].startswith(f"accuracy {100 * mean_test:.1f} ± ")
+    assert row_cells(table, 1)[2:4] == [f"accuracy {100 * values[1]:.1f}",
+                                        f"accuracy {100 * test[0]['accuracy']:.1f}"]
 
 
 def test_a_cross_validated_run_reports_its_folds_spread(tmp_path):

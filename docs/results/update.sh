@@ -20,14 +20,14 @@ TASKS="trec sst1 sst2 cr mpqa subj sick sick_e"
 echo "### Bi-BloSAN"
 echo
 # shellcheck disable=SC2046
-$PY -m blosa report --paper $(for task in $TASKS; do rows "$task-biblosan-best"; done)
+$PY -m blosa report --dev --paper $(for task in $TASKS; do rows "$task-biblosan-best"; done)
 tried=$(for task in $TASKS; do rows "$task-biblosan-paper"; rows "$task-biblosan-best-*"; done)
 if [ -n "$tried" ]; then
   echo
   echo "### Bi-BloSAN: other setups tried"
   echo
   # shellcheck disable=SC2086
-  $PY -m blosa report --paper $tried
+  $PY -m blosa report --dev --paper $tried
 fi
 for task in trec sst2; do
   others=$(rows "$task-*" | grep -v -- "-biblosan-" || true)
@@ -36,5 +36,5 @@ for task in trec sst2; do
   echo "### $task: the encoders side by side"
   echo
   # shellcheck disable=SC2086
-  $PY -m blosa report --paper $(rows "$task-biblosan-best") $others
+  $PY -m blosa report --dev --paper $(rows "$task-biblosan-best") $others
 done

@@ -142,7 +142,7 @@ def _cmd_download(args) -> int:
 def _cmd_report(args) -> int:
     from blosa.train.report import report
 
-    print(report(args.run_dirs, paper=args.paper))
+    print(report(args.run_dirs, paper=args.paper, dev=args.dev))
     return 0
 
 
@@ -165,6 +165,9 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("run_dirs", nargs="+", metavar="RUN_DIR")
     r.add_argument("--paper", action="store_true",
                    help="add the paper's number for each task and encoder")
+    r.add_argument("--dev", action="store_true",
+                   help="add the dev metrics at the selected checkpoints (what setups are "
+                        "chosen on)")
     d = sub.add_parser("download", help="fetch a dataset's official files into the cache")
     d.add_argument("task", help="a task (trec, sst1, ...) or a source name")
     d.add_argument("--cache-dir", help="default: $BLOSA_CACHE, else ~/.cache/blosa")

@@ -51,13 +51,14 @@ def _number(metric: str, value: float) -> str:
     return f"{100 * value:.1f}" if metric == "accuracy" else f"{value:.4f}"
 
 
-def _cell(runs: list[dict], metric: str) -> str:
-    """The metric over a setup's runs: mean ± std over seeds, or over a lone run's folds."""
-    values = [r["test"][metric] for r in runs]
+def _cell(runs: list[dict], metric: str, split: str = "test") -> str:
+    """The metric on `split` over a setup's runs: mean ± std over seeds, or over a lone run's
+    folds."""
+    values = [r[split][metric] for r in runs]
     if len(runs) > 1:
         mean, std = statistics.fmean(values), statistics.stdev(values)
-    elif "std" in runs[0]:
-        mean, std = values[0], runs[0]["std"]["test"][metric]
+    elif split in runs[0].get("std", {}):
+        mean, std = values[0], runs[0]["std"][split][metric]
     else:
         return _number(metric, values[0])
     return f"{_number(metric, mean)} ± {_number(metric, std)}"
@@ -77,20 +78,22 @@ def _load(run_dir: str | Path) -> tuple[dict, TrainConfig]:
     return json.loads((path / "result.json").read_text()), TrainConfig.load(path / "config.json")
 
 
-def report(run_dirs: list[str | Path], paper: bool = False) -> str:
+def report(run_dirs: list[str | Path], paper: bool = False, dev: bool = False) -> str:
     """The markdown table of finished runs, a row per setup in the order first seen: runs whose
     settings differ only in the seed (and the data folder) share a row, their test metrics as mean
     ± std over the seeds (a lone cross-validated run's std is over its folds), the mean wall time
     per run and the command that reruns it (with --seed S for each seed listed). paper: a column
     with the paper's number for the task and encoder (blosa.train.paper), for runs on the
-    paper's data."""
+    paper's data. dev: a column with the dev metrics at the selected checkpoints (what setups are
+    chosen on), beside test's."""
     groups: dict[str, list[tuple[dict, TrainConfig]]] = {}
     for run_dir in run_dirs:
         result, config = _load(run_dir)
         key = json.dumps(dataclasses.asdict(dataclasses.replace(config, seed=0, data_dir=None)),
                          sort_keys=True)
         groups.setdefault(key, []).append((result, config))
-    header = ["task", "encoder", "test", *(["paper"] if paper else []), "seeds",
+    header = ["task", "encoder", *(["dev"] if dev else []), "test", *(["paper"] if paper else []),
+              "seeds",
               "seconds per run", "commit", "command"]
     rows = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for members in groups.values():
@@ -99,12 +102,14 @@ def report(run_dirs: list[str | Path], paper: bool = False) -> str:
         if len(members) > 1:
             config = dataclasses.replace(config, seed=0)
         metrics = ", ".join(f"{name} {_cell(runs, name)}" for name in runs[0]["test"])
+        on_dev = ", ".join(f"{name} {_cell(runs, name, 'dev')}" for name in runs[0]["dev"])
         theirs = ", ".join(f"{name} {value}" for name, value in
                            paper_result(config.task, config.encoder).items()) or "-"
         seeds = ", ".join(str(c.seed) for _, c in members)
         commits = ", ".join(dict.fromkeys(r.get("commit") or "-" for r in runs))
         seconds = statistics.fmean(r["seconds"] for r in runs)
-        cells = [config.task, config.encoder, metrics + _spread(runs), *([theirs] if paper else []),
+        cells = [config.task, config.encoder, *([on_dev] if dev else []), metrics + _spread(runs),
+                 *([theirs] if paper else []),
                  seeds, f"{seconds:.0f}", commits, f"`{command_of(config)}`"]
         rows.append("| " + " | ".join(cells) + " |")
     return "\n".join(rows)
