@@ -102,7 +102,7 @@ train: setup
 
 # A row of docs/RESULTS.md: `make reproduce TASK=trec` trains TASK with ENCODER and PRESET once per
 # seed in runs/reproduce/TASK-ENCODER-PRESET/seed-S (each with its log.txt), continuing what a
-# kill left, then prints the row beside the paper's number (blosa report --paper). The
+# kill left, then prints the row, dev and test, beside the paper's number (blosa report). The
 # cross-validated tasks (cr, mpqa, subj) take one seed: their spread is over the 10 folds.
 PRESET  ?= best
 ENCODER ?= biblosan
@@ -116,7 +116,7 @@ reproduce: setup
 	for seed in $(SEEDS); do $(PY) -m blosa train --task $(TASK) --encoder $(ENCODER) \
 	  --preset $(PRESET) --seed $$seed --out $(REPRO)/seed-$$seed --resume --quiet \
 	  $(TRAIN_ARGS) || exit 1; done
-	$(PY) -m blosa report --paper $(addprefix $(REPRO)/seed-,$(SEEDS))
+	$(PY) -m blosa report --dev --paper $(addprefix $(REPRO)/seed-,$(SEEDS))
 
 demo: setup
 	$(PY) -m blosa.demo

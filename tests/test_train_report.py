@@ -147,7 +147,7 @@ def test_make_reproduce_trains_each_seed_then_prints_the_row():
     assert "for seed in 0 1 2; do" in trec
     assert ("-m blosa train --task trec --encoder disan --preset best --seed $seed --out "
             "runs/reproduce/trec-disan-best/seed-$seed --resume --quiet") in trec
-    assert trec.endswith("-m blosa report --paper " + " ".join(
+    assert trec.endswith("-m blosa report --dev --paper " + " ".join(
         f"runs/reproduce/trec-disan-best/seed-{s}" for s in range(3)))
     cr = dry_run("TASK=cr", "PRESET=paper")
     assert "for seed in 0; do" in cr and "runs/reproduce/cr-biblosan-paper/seed-0" in cr
