@@ -39,7 +39,8 @@ def test_decays_start_at_the_full_rate_and_fall_to_near_zero():
         assert factors[0] == 1.0
         assert all(a > b for a, b in zip(factors, factors[1:]))
     assert lr_factor("linear", total - 1, total) == pytest.approx(1 / total)
-    assert lr_factor("cosine", total - 1, total) == pytest.approx((1 - math.cos(math.pi / total)) / 2)
+    last_cosine = (1 - math.cos(math.pi / total)) / 2
+    assert lr_factor("cosine", total - 1, total) == pytest.approx(last_cosine)
     assert lr_factor("cosine", total, 2 * total) == pytest.approx(0.5)
 
 

@@ -116,8 +116,9 @@ class Trainer:
 
     def _state(self) -> dict:
         return {"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(),
-                "scheduler": self.scheduler.state_dict(), "step": self.step, "epoch": self.epoch, "position": self.position,
-                "best": dict(self.best), "rng": checkpoint.rng_state()}
+                "scheduler": self.scheduler.state_dict(), "step": self.step, "epoch": self.epoch,
+                "position": self.position, "best": dict(self.best),
+                "rng": checkpoint.rng_state()}
 
     def resume(self) -> bool:
         """Continue from run_dir's last.pt, if there is one. Returns whether it was."""

@@ -93,8 +93,7 @@ def report(run_dirs: list[str | Path], paper: bool = False, dev: bool = False) -
                          sort_keys=True)
         groups.setdefault(key, []).append((result, config))
     header = ["task", "encoder", *(["dev"] if dev else []), "test", *(["paper"] if paper else []),
-              "seeds",
-              "seconds per run", "commit", "command"]
+              "seeds", "seconds per run", "commit", "command"]
     rows = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for members in groups.values():
         runs = [result for result, _ in members]
@@ -109,7 +108,7 @@ def report(run_dirs: list[str | Path], paper: bool = False, dev: bool = False) -
         commits = ", ".join(dict.fromkeys(r.get("commit") or "-" for r in runs))
         seconds = statistics.fmean(r["seconds"] for r in runs)
         cells = [config.task, config.encoder, *([on_dev] if dev else []), metrics + _spread(runs),
-                 *([theirs] if paper else []),
-                 seeds, f"{seconds:.0f}", commits, f"`{command_of(config)}`"]
+                 *([theirs] if paper else []), seeds, f"{seconds:.0f}", commits,
+                 f"`{command_of(config)}`"]
         rows.append("| " + " | ".join(cells) + " |")
     return "\n".join(rows)
