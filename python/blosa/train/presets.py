@@ -41,7 +41,7 @@ PRESETS: dict[str, dict[str, dict]] = {
         # SICK's dev Pearson still rose at 12 epochs (0.770) and reached 0.816 at 24 of 30 (seed 0).
         "sick": dict(_BEST_SC, epochs=30),
         # SICK-E overfits its 4.5k pairs through the vectors: frozen, dev accuracy rose to 71-72
-        # at epochs 17-20 (seeds 0, 1) where fine-tuned vectors peaked at 65-67 by epoch 12.
+        # at epochs 17-20 (seeds 0-2) where fine-tuned vectors peaked at 65-67 by epoch 12.
         "sick_e": dict(_BEST_SC, epochs=20, fine_tune=False),
     },
 }
