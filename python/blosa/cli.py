@@ -75,6 +75,9 @@ def _add_train(sub) -> None:
                    help="stop after this many steps (default: epochs decide)")
     p.add_argument("--eval-every", type=int,
                    help="steps between dev evaluations and checkpoints (default: 0, once an epoch)")
+    p.add_argument("--patience", type=int, default=0,
+                   help="early stopping: end training after this many dev evaluations in a row "
+                        "without a better dev score (default: %(default)s, never)")
     p.add_argument("--seed", type=int, default=0, help="default: %(default)s")
     p.add_argument("--folds", type=int, default=0,
                    help="k-fold cross-validation (default: 10 where the dataset has no test split)")

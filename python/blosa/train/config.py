@@ -61,6 +61,7 @@ class TrainConfig:
     epochs: int | None = None
     max_steps: int | None = None  # stop after this many optimizer steps (None: epochs decide)
     eval_every: int | None = None  # steps between evaluations and checkpoints; 0: once an epoch
+    patience: int = 0  # stop after this many evaluations without a better dev; 0: never
     seed: int = 0
     folds: int = 0  # k-fold cross-validation; 0: none (datasets without a test split default to 10)
     dev_fraction: float = 0.1  # of train, carved as dev where the dataset has none
@@ -135,6 +136,9 @@ def validate(config: TrainConfig) -> None:
         bad("max_steps", f"must be >= 1, got {config.max_steps}")
     if config.eval_every < 0:
         bad("eval_every", f"must be >= 0 (0: once per epoch), got {config.eval_every}")
+    if isinstance(config.patience, bool) or not isinstance(config.patience, int) \
+            or config.patience < 0:
+        bad("patience", f"must be an int >= 0 (0: no early stopping), got {config.patience!r}")
     if config.optimizer not in OPTIMIZERS:
         bad("optimizer", f"choose from {OPTIMIZERS}, got {config.optimizer!r}")
     if not config.lr > 0:

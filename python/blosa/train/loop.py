@@ -103,9 +103,11 @@ class Trainer:
         if config.max_steps is not None:
             self.total_steps = min(self.total_steps, config.max_steps)
         self.scheduler = build_scheduler(config, self.optimizer, self.total_steps)
-        # Where training stands; a checkpoint holds exactly this.
+        # Where training stands; a checkpoint holds exactly this. stale: evaluations since the
+        # best dev (early stopping, config.patience).
         self.step, self.epoch, self.position = 0, 0, 0
         self.best = {"value": None, "step": 0, "epoch": 0}
+        self.stale = 0
         self._reset_window()
 
     # ------------------------------------------------------------------ state and checkpoints
@@ -114,11 +116,16 @@ class Trainer:
         # Training loss and accuracy since the last evaluation, summed over examples.
         self.window = {"loss": 0.0, "correct": 0.0, "count": 0.0, "seconds": 0.0}
 
-    def _state(self) -> dict:
-        return {"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(),
-                "scheduler": self.scheduler.state_dict(), "step": self.step, "epoch": self.epoch,
-                "position": self.position, "best": dict(self.best),
-                "rng": checkpoint.rng_state()}
+    def _state(self, rng_by_rank: list[dict]) -> dict:
+        state = {"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(),
+                 "scheduler": self.scheduler.state_dict(), "step": self.step, "epoch": self.epoch,
+                 "position": self.position, "best": dict(self.best), "stale": self.stale,
+                 "rng": rng_by_rank[0]}
+        if self.world.size > 1:
+            # Each process's dropout draws differ (their batches differ in shape), so each
+            # resumes from its own generators' state.
+            state["rng_by_rank"] = rng_by_rank
+        return state
 
     def resume(self) -> bool:
         """Continue from run_dir's last.pt, if there is one. Returns whether it was."""
@@ -135,7 +142,12 @@ class Trainer:
             self.scheduler.load_state_dict(state["scheduler"])
         self.step, self.epoch, self.position = state["step"], state["epoch"], state["position"]
         self.best = dict(state["best"])
-        checkpoint.set_rng_state(state["rng"])
+        self.stale = state.get("stale", 0)  # checkpoints before --patience
+        by_rank = state.get("rng_by_rank")
+        if by_rank is not None and len(by_rank) != self.world.size:
+            raise ValueError(f"{self.dir.last} was written by {len(by_rank)} processes; resume it "
+                             f"with as many (now {self.world.size}), or its dropout draws differ")
+        checkpoint.set_rng_state(state["rng"] if by_rank is None else by_rank[self.world.rank])
         if self.world.is_main:
             self.dir.truncate_log(self.step)
         return True
@@ -154,6 +166,8 @@ class Trainer:
         improved = best is None or (value > best if self.task.higher_is_better else value < best)
         if improved:
             self.best = {"value": value, "step": self.step, "epoch": self.epoch_float()}
+        self.stale = 0 if improved else self.stale + 1
+        rng_by_rank = gather(self.world, [checkpoint.rng_state()])
         if self.world.is_main:
             where = {"step": self.step, "epoch": round(self.epoch_float(), 4)}
             self.dir.log({**where, "split": "train", **train})
@@ -161,7 +175,7 @@ class Trainer:
             if improved:
                 checkpoint.save_atomic({"model": self.model.state_dict(), **where, "dev": dev},
                                        self.dir.best)
-            checkpoint.save_atomic(self._state(), self.dir.last)
+            checkpoint.save_atomic(self._state(rng_by_rank), self.dir.last)
             plot_curves(self.dir.records(), self.task.main_metric, self.dir.curves,
                         f"{self.config.task} / {self.config.encoder}")
             rate = count / self.window["seconds"] if self.window["seconds"] else 0.0
@@ -207,14 +221,23 @@ class Trainer:
         return ((every and self.step % every == 0) or (not every and end_of_epoch)
                 or self.step >= self.total_steps)
 
+    def stopped_early(self) -> bool:
+        """Whether early stopping ended training: config.patience evaluations in a row without a
+        better dev score."""
+        return 0 < self.config.patience <= self.stale
+
     def train(self) -> None:
         self.model.train()
         bar = self.progress.bar(self.total_steps, self.step)
-        while self.step < self.total_steps:
+        while self.step < self.total_steps and not self.stopped_early():
+            # Each epoch draws its own order, a function of (seed, epoch): an uninterrupted run
+            # and one resumed at any checkpoint walk the same batches.
             self.sampler.set_epoch(self.epoch)
             batches = list(self.sampler)
-            while self.position < len(batches) and self.step < self.total_steps:
-                self._train_step(batches[self.position])
+            for indices in batches[self.position:]:
+                if self.step >= self.total_steps:
+                    break
+                self._train_step(indices)
                 self.position += 1
                 end_of_epoch = self.position == len(batches)
                 if end_of_epoch:
@@ -228,16 +251,24 @@ class Trainer:
                     self._checkpoint(evaluate(self.model, self.task, self.splits.dev, self.vocab,
                                               self.config, self.world))
                     bar.resume()
+                    if self.stopped_early():
+                        break
         bar.close()
+        if self.stopped_early():
+            self.progress.line(f"early stop at step {self.step}: no better dev "
+                               f"{self.task.main_metric} in {self.stale} evaluations (--patience)")
 
     def finish(self) -> dict:
         """Evaluate the best dev checkpoint on dev and test; log them and return
-        {"dev": ..., "test": ..., "best_step": ..., "best_epoch": ...}."""
+        {"best_step", "best_epoch", "dev", "test"}, and "stopped_early_at_step" where --patience
+        ended training."""
         best = checkpoint.load(self.dir.best, self.config.device)
         self.model.load_state_dict(best["model"])
-        result = {"best_step": best["step"], "best_epoch": best["epoch"],
-                  "dev": evaluate(self.model, self.task, self.splits.dev, self.vocab, self.config,
-                                  self.world)}
+        result = {"best_step": best["step"], "best_epoch": best["epoch"]}
+        if self.stopped_early():
+            result["stopped_early_at_step"] = self.step
+        result["dev"] = evaluate(self.model, self.task, self.splits.dev, self.vocab, self.config,
+                                 self.world)
         if self.splits.test is not None:
             result["test"] = evaluate(self.model, self.task, self.splits.test, self.vocab,
                                       self.config, self.world)
