@@ -9,6 +9,7 @@ import json
 import random
 import shutil
 
+import numpy as np
 import pytest
 import torch
 
@@ -16,7 +17,8 @@ from blosa.data import BucketBatchSampler
 from blosa.train import loop
 from blosa.train.config import TrainConfig
 from blosa.train.run import train
-from test_train_run import write_generic
+from test_train_run import WORDS, write_generic
+from test_train_vocab import write_glove
 
 # Dropout, word dropout and a cosine schedule: the random generators' and the schedule's state
 # matter. 300 lines: 270 train (the generic task carves a stratified tenth as dev), 9 batches an
@@ -98,13 +100,19 @@ def assert_same_end(a, b):
     assert result_a == result_b
 
 
-@pytest.mark.parametrize("patience", [0, 3])
+@pytest.mark.parametrize("patience, vocab", [(0, "train"), (3, "train"), (0, "vectors")])
 def test_resume_at_an_epochs_end_or_mid_epoch_ends_where_the_whole_run_ends(
-        tmp_path, data, monkeypatch, patience):
+        tmp_path, data, monkeypatch, patience, vocab):
     """A checkpoint every 3 steps: at an epoch's end (step 9, 18) and mid-epoch (12, 15) alike.
-    With patience, the run may stop early; a resume from any checkpoint stops where it did."""
+    With patience, the run may stop early; a resume from any checkpoint stops where it did.
+    With --vocab vectors, the frozen rows are rebuilt from the vectors file."""
     snapshots = tmp_path / "snapshots"
-    config = TrainConfig(**TINY, **data, epochs=3, eval_every=3, patience=patience,
+    options = dict(TINY, patience=patience, vocab=vocab)
+    if vocab == "vectors":
+        numbers = np.random.default_rng(random.randrange(2**32))
+        options["vectors"] = str(write_glove(tmp_path / "vectors.txt", WORDS[::2] + ["more"],
+                                             numbers, dim=5))
+    config = TrainConfig(**options, **data, epochs=3, eval_every=3,
                          seed=random.randrange(1000))
     whole = tmp_path / "whole"
     with monkeypatch.context() as patch:

@@ -8,7 +8,7 @@ import time
 from blosa.data.datasets import DATASETS
 from blosa.nn import ENCODERS
 from blosa.train.config import (AMP_MODES, DEVICES, LR_SCHEDULES, OPTIMIZERS, TASK_DEFAULTS,
-                                TrainConfig)
+                                VOCABS, TrainConfig)
 from blosa.train.presets import PRESETS
 
 
@@ -47,6 +47,10 @@ def _add_train(sub) -> None:
     tuning.add_argument("--fine-tune-vectors", dest="fine_tune", action="store_const", const=True,
                         help="train the word vectors with the model (the default; over a "
                              "preset's frozen vectors)")
+    p.add_argument("--vocab", choices=VOCABS,
+                   help="train: the training words, every other word reads as <unk>; vectors: "
+                        "also every other word of --vectors, its pretrained row frozen, so that "
+                        "dev, test and new text read it (the authors' vocabulary; default: train)")
     p.add_argument("--hidden", type=int,
                    help="the encoder's hidden units (default: 300; squad 100)")
     p.add_argument("--head-hidden", type=int, default=300,

@@ -12,12 +12,12 @@ from blosa.data.errors import BadLines, DataError
 from blosa.data.examples import Pair, Passage, Sentence
 from blosa.data.readers import (read_generic, read_labeled, read_sick, read_snli, read_squad,
                                 read_sst)
-from blosa.data.vectors import WordVectors, embedding_matrix, load_vectors
+from blosa.data.vectors import WordVectors, embedding_matrix, load_vectors, words_beyond
 from blosa.data.vocab import Vocab
 
 __all__ = [
     "BadLines", "BucketBatchSampler", "DATASETS", "DataError", "Dataset", "DatasetSpec", "Pair",
     "Passage", "Sentence", "Vocab", "WordVectors", "embedding_matrix",
     "load_dataset", "load_vectors", "pad_ids", "read_generic", "read_labeled", "read_sick",
-    "read_snli", "read_squad", "read_sst", "resolve_data_dir",
+    "read_snli", "read_squad", "read_sst", "resolve_data_dir", "words_beyond",
 ]

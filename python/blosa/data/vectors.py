@@ -17,7 +17,7 @@ import numpy as np
 from blosa.data import glove_text, wink
 from blosa.data.download import default_cache_dir
 from blosa.data.errors import DataError
-from blosa.data.vocab import Vocab
+from blosa.data.vocab import PAD_WORD, UNK_WORD, Vocab
 
 NAMED = ("glove-50d", "wink-100d")
 
@@ -111,6 +111,26 @@ def embedding_matrix(vocab: Vocab, vectors: WordVectors,
     matrix[rows] = vectors.vectors[found_rows]
     matrix[[Vocab.PAD, Vocab.UNK]] = 0.0
     return matrix, len(rows)
+
+
+def words_beyond(vocab: Vocab, vectors: WordVectors) -> tuple[list[str], np.ndarray]:
+    """(words, rows [len(words), dim] float32): every word of `vectors`, lowercased, that `vocab`
+    lacks, in the vectors' order, each with its vector (as embedding_matrix finds it: the
+    lowercase word's own row, else the first word that lowercases to it). Words that a Vocab
+    cannot hold (empty, "<pad>", "<unk>", with a line break or a space) are left out."""
+    exact: dict[str, int] = {}
+    cased: dict[str, int] = {}
+    for i, word in enumerate(vectors.words):
+        key = word.lower()
+        (exact if word == key else cased).setdefault(key, i)
+    words, rows = [], []
+    for key in dict.fromkeys(w.lower() for w in vectors.words):
+        if not key or key in vocab or key in (PAD_WORD, UNK_WORD) or any(c.isspace() for c in key):
+            continue
+        words.append(key)
+        rows.append(exact.get(key, cased.get(key)))
+    return words, vectors.vectors[np.asarray(rows, dtype=np.int64)].reshape(len(rows),
+                                                                          vectors.dim)
 
 
 # ---- named sources -------------------------------------------------------------------------

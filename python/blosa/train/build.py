@@ -11,12 +11,14 @@ import numpy as np
 import torch
 from torch import nn
 
-from blosa.data import BadLines, Vocab, embedding_matrix, load_dataset, load_vectors
+from blosa.data import (BadLines, Vocab, WordVectors, embedding_matrix, load_dataset,
+                        load_vectors, words_beyond)
 from blosa.data.datasets import Dataset
 from blosa.data.examples import Pair, Passage, Sentence
 from blosa.nn import build_encoder
 from blosa.tasks import Task
 from blosa.train.config import TrainConfig
+from blosa.train.frozen_rows import FrozenRowsEmbedding
 from blosa.train.splits import carve_dev, stratified_folds
 from blosa.train.word_dropout import WordDropoutEmbedding
 
@@ -80,22 +82,50 @@ def build_vocab(train: list) -> Vocab:
     return Vocab.build(tokens for example in train for tokens in token_lists(example))
 
 
-def build_embedding(config: TrainConfig, vocab: Vocab,
-                    dim: int | None = None) -> tuple[nn.Embedding, int]:
-    """(embedding, words found in the vectors). Words found start from their vector, the others
-    from U(-0.05, 0.05), padding and unknown at zero (section 4.1); fine-tuned unless
+def run_vectors(config: TrainConfig) -> WordVectors | None:
+    """The run's word vectors (None for --vectors none)."""
+    return None if config.vectors == "none" else load_vectors(config.vectors)
+
+
+def extend_vocab(config: TrainConfig, vocab: Vocab,
+                 vectors: WordVectors | None) -> tuple[Vocab, np.ndarray | None]:
+    """(the vocabulary the run encodes text with, the frozen rows or None). With config.vocab
+    "train", `vocab` (the training words) and None. With "vectors", the training words followed
+    by every other word of `vectors`, and those words' vectors [extra words, dim]: the rows
+    beyond the trained ones (FrozenRowsEmbedding), so that a word seen only at dev, test or in
+    new text reads as its pretrained vector instead of <unk>."""
+    if config.vocab != "vectors":
+        return vocab, None
+    if vectors is None:  # validate() refuses it; a caller that skipped validate()
+        raise ValueError("--vocab vectors needs word vectors (--vectors is none)")
+    words, rows = words_beyond(vocab, vectors)
+    return Vocab(vocab.words + words), rows
+
+
+def build_embedding(config: TrainConfig, vocab: Vocab, dim: int | None = None,
+                    vectors: WordVectors | None = None,
+                    frozen: np.ndarray | None = None) -> tuple[nn.Embedding, int]:
+    """(embedding, words found in the vectors) of the training words `vocab`. Words found start
+    from their vector (`vectors`, else loaded from config.vectors), the others from
+    U(-0.05, 0.05), padding and unknown at zero (section 4.1); fine-tuned unless
     config.fine_tune is False, with config.word_dropout in training. With vectors "none", every
-    word starts random (dim: its size)."""
+    word starts random (dim: its size). `frozen` rows (extend_vocab) follow the trained ones,
+    never trained."""
     generator = np.random.default_rng(config.seed)
     if config.vectors == "none":
         matrix = generator.uniform(-0.05, 0.05, (len(vocab), dim or 300)).astype(np.float32)
         matrix[[Vocab.PAD, Vocab.UNK]] = 0
         found = 0
     else:
-        matrix, found = embedding_matrix(vocab, load_vectors(config.vectors), generator)
-    embedding = WordDropoutEmbedding.from_pretrained(torch.from_numpy(matrix),
-                                                     freeze=not config.fine_tune,
-                                                     padding_idx=Vocab.PAD)
+        matrix, found = embedding_matrix(vocab, vectors or load_vectors(config.vectors),
+                                         generator)
+    weight, freeze = torch.from_numpy(matrix), not config.fine_tune
+    if frozen is None:
+        embedding = WordDropoutEmbedding.from_pretrained(weight, freeze=freeze,
+                                                         padding_idx=Vocab.PAD)
+    else:
+        embedding = FrozenRowsEmbedding.with_frozen_rows(weight, frozen, freeze=freeze,
+                                                         padding_idx=Vocab.PAD)
     embedding.word_dropout = config.word_dropout
     return embedding, found
 
@@ -112,11 +142,13 @@ def encoder_factory(config: TrainConfig):
     return make
 
 
-def build_model(config: TrainConfig, task: Task, vocab: Vocab,
-                dim: int | None = None) -> tuple[nn.Module, int]:
-    """(the task's model, words found in the vectors), initialized from config.seed."""
+def build_model(config: TrainConfig, task: Task, vocab: Vocab, dim: int | None = None,
+                vectors: WordVectors | None = None,
+                frozen: np.ndarray | None = None) -> tuple[nn.Module, int]:
+    """(the task's model, words found in the vectors), initialized from config.seed. `vocab`:
+    the training words; build_embedding says the rest."""
     torch.manual_seed(config.seed)
-    embedding, found = build_embedding(config, vocab, dim)
+    embedding, found = build_embedding(config, vocab, dim, vectors, frozen)
     model = task.build_model(embedding, encoder_factory(config), hidden=config.head_hidden,
                              dropout=config.dropout, activation=config.head_activation)
     return model, found

@@ -11,6 +11,7 @@ OPTIMIZERS = ("adadelta", "adam", "adamw", "sgd")
 AMP_MODES = ("none", "bf16")
 DEVICES = ("cpu", "cuda")
 LR_SCHEDULES = ("constant", "linear", "cosine")
+VOCABS = ("train", "vectors")
 
 # The authors' setups as coded (MODEL_NOTES.md "Training setups"): optimizer, learning rate, batch
 # size, dropout (1 - keep probability), L2 on weight matrices, hidden units. Epochs are ours: the
@@ -35,6 +36,11 @@ TASK_DEFAULTS: dict[str, dict] = {
 }
 
 
+# Settings added after runs were made, with the value those runs ran with: their config.json
+# lacks them, and resuming or evaluating one must not see a changed setting.
+ADDED_LATER = {"vocab": "train"}
+
+
 @dataclass
 class TrainConfig:
     """One run's settings. Those left None take the task's default (TASK_DEFAULTS) in resolve()."""
@@ -46,6 +52,7 @@ class TrainConfig:
     test_file: str | None = None  # generic only
     vectors: str | None = None  # "glove-50d", "wink-100d", a GloVe file, or "none"
     fine_tune: bool | None = None  # the word vectors train with the model (section 4.1: True)
+    vocab: str | None = None  # "train": training words only; "vectors": + the vectors' other words
     hidden: int | None = None  # the encoder's hidden units (blosa.nn.build_encoder's hidden)
     head_hidden: int = 300  # the task head's fully connected layer
     head_activation: str | None = None
@@ -74,12 +81,12 @@ class TrainConfig:
 
     def resolved(self) -> "TrainConfig":
         """A copy with every None that has a default filled in: the preset's setting for the task,
-        else the task's default, else hidden 300, ReLU, glove-50d fine-tuned, an evaluation every
-        epoch."""
+        else the task's default, else hidden 300, ReLU, glove-50d fine-tuned, the training words'
+        vocabulary, an evaluation every epoch."""
         from blosa.train.presets import preset_settings
 
         defaults = dict(hidden=300, head_activation="relu", vectors="glove-50d", fine_tune=True,
-                        eval_every=0)
+                        eval_every=0, vocab="train")
         defaults.update(TASK_DEFAULTS.get(self.task, {}))
         defaults.update(preset_settings(self.preset, self.task))
         values = dataclasses.asdict(self)
@@ -94,6 +101,8 @@ class TrainConfig:
     @classmethod
     def load(cls, path: str | Path) -> "TrainConfig":
         values = json.loads(Path(path).read_text())
+        for key, value in ADDED_LATER.items():
+            values.setdefault(key, value)
         known = {f.name for f in dataclasses.fields(cls)}
         unknown = sorted(set(values) - known)
         if unknown:
@@ -164,6 +173,10 @@ def validate(config: TrainConfig) -> None:
             bad("block_len", f'must be "auto" or an int >= 1, got {config.block_len!r}')
         if not config.encoder.startswith("biblosan"):
             bad("block_len", f"only Bi-BloSAN has blocks, not {config.encoder}")
+    if config.vocab not in VOCABS:
+        bad("vocab", f"choose from {VOCABS}, got {config.vocab!r}")
+    if config.vocab == "vectors" and config.vectors == "none":
+        bad("vocab", "vectors takes the words of the word vectors, and --vectors is none")
     if config.device not in DEVICES:
         bad("device", f"choose from {DEVICES}, got {config.device!r}")
     if config.device == "cuda" and not torch.cuda.is_available():

@@ -11,7 +11,8 @@ from blosa.data import Vocab, pad_ids
 from blosa.data.tokenize import tokenize
 from blosa.train import checkpoint
 from blosa.tasks import build_task
-from blosa.train.build import build_model, make_splits, num_folds, read_dataset
+from blosa.train.build import (build_model, extend_vocab, make_splits, num_folds, read_dataset,
+                               run_vectors)
 from blosa.train.config import TrainConfig
 from blosa.train.distributed import World
 from blosa.train.loop import evaluate
@@ -21,7 +22,9 @@ from blosa.train.run_dir import RunDir
 def load_run(run_dir: str | Path, data_dir: str | None = None):
     """(config, run folder, vocabulary, task, dataset, model at its best dev checkpoint, eval mode).
     The model is built as the run built it, with random vectors in place of the word vectors:
-    the checkpoint holds the trained embedding."""
+    the checkpoint holds the trained embedding. A --vocab vectors run reads its frozen rows from
+    its named vectors again (the checkpoint checks their digest); the vocabulary returned is the
+    one it encodes text with."""
     rd = RunDir(run_dir)
     if not rd.best.exists() and (rd.path / "fold-0").is_dir():
         raise ValueError(f"{run_dir} is a cross-validation run: name one of its folds "
@@ -32,12 +35,15 @@ def load_run(run_dir: str | Path, data_dir: str | None = None):
     config = TrainConfig.load(rd.config)
     if data_dir is not None:
         config = dataclasses.replace(config, data_dir=data_dir)
-    vocab = Vocab.load(rd.vocab)
+    train_vocab = Vocab.load(rd.vocab)
     state = checkpoint.load(rd.best, config.device)["model"]
     dim = state[next(k for k in state if k.endswith("embedding.weight"))].shape[1]
     dataset, _ = read_dataset(config)
     task = build_task(dataset.spec)
-    model, _ = build_model(dataclasses.replace(config, vectors="none"), task, vocab, dim)
+    vocab, frozen = extend_vocab(config, train_vocab,
+                                 run_vectors(config) if config.vocab == "vectors" else None)
+    model, _ = build_model(dataclasses.replace(config, vectors="none"), task, train_vocab, dim,
+                           frozen=frozen)
     model.load_state_dict(state)
     return config, rd, vocab, task, dataset, model.to(config.device).eval()
 

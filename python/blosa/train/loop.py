@@ -20,7 +20,8 @@ from blosa.data import BucketBatchSampler, Vocab
 from blosa.nn import SentenceEncoder
 from blosa.tasks import Task
 from blosa.train import checkpoint
-from blosa.train.build import Splits, build_model, build_optimizer, build_scheduler, build_vocab
+from blosa.train.build import (Splits, build_model, build_optimizer, build_scheduler,
+                               build_vocab, extend_vocab, run_vectors)
 from blosa.train.config import TrainConfig
 from blosa.train.curves import plot_curves
 from blosa.train.distributed import World, all_sum, barrier, gather
@@ -79,8 +80,15 @@ class Trainer:
                  world: World, progress: Progress):
         self.config, self.task, self.splits, self.dir = config, task, splits, run_dir
         self.world, self.progress = world, progress
-        self.vocab = build_vocab(splits.train)
-        self.model, self.found = build_model(config, task, self.vocab)
+        # train_vocab (vocab.txt) holds the training words, which the embedding trains; vocab
+        # encodes text, and with --vocab vectors goes on with the vectors' other words.
+        self.train_vocab = build_vocab(splits.train)
+        vectors = run_vectors(config)
+        self.vocab, frozen = extend_vocab(config, self.train_vocab, vectors)
+        self.frozen_words = 0 if frozen is None else len(frozen)
+        self.model, self.found = build_model(config, task, self.train_vocab, vectors=vectors,
+                                             frozen=frozen)
+        del vectors
         self.model.to(config.device)
         if config.compile:
             # In place, so the state_dict keys stay those of the plain model (checkpoints load
@@ -132,7 +140,7 @@ class Trainer:
         if not self.dir.last.exists():
             return False
         saved = Vocab.load(self.dir.vocab)
-        if saved.words != self.vocab.words:
+        if saved.words != self.train_vocab.words:
             raise ValueError(f"{self.dir.vocab} is not the vocabulary of this run's training data: "
                              "the data files changed since the run began")
         state = checkpoint.load(self.dir.last, self.config.device)
@@ -283,7 +291,7 @@ class Trainer:
     def run(self, resume: bool) -> dict:
         if self.world.is_main:
             if not (resume and self.dir.vocab.exists()):
-                self.vocab.save(self.dir.vocab)
+                self.train_vocab.save(self.dir.vocab)
         barrier(self.world)
         if resume:
             self.resume()

@@ -68,10 +68,15 @@ def _one_run(config, dataset, fold, run_dir, world, progress, resuming) -> dict:
     progress.line(f"{'fold ' + str(fold) + ': ' if fold is not None else ''}train "
                   f"{len(splits.train)}, dev {len(splits.dev)}, test "
                   f"{len(splits.test) if splits.test is not None else 0} examples; vocabulary "
-                  f"{len(trainer.vocab)} words, {trainer.found} in the vectors; "
+                  f"{len(trainer.train_vocab)} words, {trainer.found} in the vectors"
+                  f"{frozen_words(trainer.frozen_words)}; "
                   f"{sum(p.numel() for p in trainer.model.parameters())} parameters; "
                   f"{trainer.steps_per_epoch} steps per epoch")
     return trainer.run(resuming and run_dir.last.exists())
+
+
+def frozen_words(count: int) -> str:
+    return f" (+ {count} more from them, frozen: --vocab vectors)" if count else ""
 
 
 def _cross_validate(config, dataset, k, run_dir, world, progress, resuming) -> dict:
