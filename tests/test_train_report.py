@@ -11,7 +11,7 @@ from blosa.cli import _config, main, parser
 from blosa.train.config import TASK_DEFAULTS, TrainConfig
 from blosa.train.paper import paper_result
 from blosa.train.presets import PRESETS
-from blosa.train.report import command_of, report
+from blosa.train.report import ablation, command_of, report
 
 
 def fake_run(path, config, test, seconds, folds=None, dev=None):
@@ -152,3 +152,26 @@ def test_make_reproduce_trains_each_seed_then_prints_the_row():
     cr = dry_run("TASK=cr", "PRESET=paper")
     assert "for seed in 0; do" in cr and "runs/reproduce/cr-biblosan-paper/seed-0" in cr
     assert "name the row" in dry_run()  # no TASK: the recipe stops with the message
+
+
+def test_the_ablation_table_pairs_each_setup_with_its_control_by_seed(tmp_path):
+    rng = random.Random()
+    control = {s: rng.uniform(0.7, 0.9) for s in (0, 1, 2)}
+    varied = {s: rng.uniform(0.7, 0.9) for s in (1, 2)}
+    dirs = [fake_run(tmp_path / f"c{s}", TrainConfig(task="sst2", encoder="disan", preset="best",
+                                                     seed=s), {"accuracy": a}, 10,
+                     dev={"accuracy": a / 2}) for s, a in control.items()]
+    dirs += [fake_run(tmp_path / f"v{s}", TrainConfig(task="sst2", encoder="disan", preset="best",
+                                                      seed=s, vocab="vectors", lr=0.002),
+                      {"accuracy": a}, 10, dev={"accuracy": a / 2}) for s, a in varied.items()]
+    table = ablation(dirs)
+    assert len(table.splitlines()) == 4
+    task, encoder, setup, seeds, dev, _, test, change = row_cells(table, 0)
+    assert (task, encoder, setup, seeds) == ("sst2", "disan", "control", "0, 1, 2")
+    assert test == f"{100 * statistics.fmean(control.values()):.1f}" and change == "-"
+    _, _, setup, seeds, dev, dev_change, test, change = row_cells(table, 1)
+    assert setup == "`--vocab vectors --lr 0.002`" or setup == "`--lr 0.002 --vocab vectors`"
+    assert seeds == "1, 2"
+    delta = statistics.fmean(varied[s] - control[s] for s in (1, 2))  # paired: seeds 1, 2 only
+    assert change == ("+" if delta >= 0 else "−") + f"{100 * abs(delta):.1f}"
+    assert dev_change == ("+" if delta >= 0 else "−") + f"{50 * abs(delta):.1f}"

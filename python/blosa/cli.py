@@ -147,9 +147,12 @@ def _cmd_download(args) -> int:
 
 
 def _cmd_report(args) -> int:
-    from blosa.train.report import report
+    from blosa.train.report import ablation, report
 
-    print(report(args.run_dirs, paper=args.paper, dev=args.dev))
+    if args.ablation:
+        print(ablation(args.run_dirs))
+    else:
+        print(report(args.run_dirs, paper=args.paper, dev=args.dev))
     return 0
 
 
@@ -175,6 +178,9 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--dev", action="store_true",
                    help="add the dev metrics at the selected checkpoints (what setups are "
                         "chosen on)")
+    r.add_argument("--ablation", action="store_true",
+                   help="instead, one factor at a time: per task and encoder, each setup's dev "
+                        "and test beside its preset's alone, and the change on the seeds both ran")
     d = sub.add_parser("download", help="fetch a dataset's official files into the cache")
     d.add_argument("task", help="a task (trec, sst1, ...) or a source name")
     d.add_argument("--cache-dir", help="default: $BLOSA_CACHE, else ~/.cache/blosa")

@@ -112,3 +112,49 @@ def report(run_dirs: list[str | Path], paper: bool = False, dev: bool = False) -
                  f"`{command_of(config)}`"]
         rows.append("| " + " | ".join(cells) + " |")
     return "\n".join(rows)
+
+
+def _factor(config: TrainConfig) -> str:
+    """What a run changes over its preset: the flags of its command after the preset's, less
+    the task, encoder and seed ("control" for none)."""
+    words = command_of(dataclasses.replace(config, seed=0, encoder="biblosan")).split()
+    start = words.index("--preset") + 2 if "--preset" in words else 4
+    return " ".join(words[start:]) or "control"
+
+
+def ablation(run_dirs: list[str | Path]) -> str:
+    """A markdown table of one factor at a time: for each task and encoder, the control (the
+    preset alone) and each setup that adds flags to it, their main metric on dev and test as the
+    mean over seeds, and each setup's change from the control on the seeds both ran (paired, so
+    that a seed's luck cancels). The main metric: accuracy, else the first one."""
+    cells: dict[tuple[str, str], dict[str, dict[int, dict]]] = {}
+    for run_dir in run_dirs:
+        result, config = _load(run_dir)
+        key = (config.task, config.encoder)
+        cells.setdefault(key, {}).setdefault(_factor(config), {})[config.seed] = result
+    header = ["task", "encoder", "setup", "seeds", "dev", "Δ dev", "test", "Δ test"]
+    rows = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for (task, encoder), setups in cells.items():
+        control = setups.get("control", {})
+        for name in ["control", *sorted(set(setups) - {"control"})]:
+            if name not in setups:
+                continue
+            runs = setups[name]
+            metric = "accuracy" if "accuracy" in next(iter(runs.values()))["test"] else \
+                next(iter(next(iter(runs.values()))["test"]))
+            row = [task, encoder, f"`{name}`" if name != "control" else "control",
+                   ", ".join(map(str, sorted(runs)))]
+            for split in ("dev", "test"):
+                row.append(_number(metric, statistics.fmean(r[split][metric]
+                                                            for r in runs.values())))
+                shared = sorted(set(runs) & set(control))
+                if name == "control" or not shared:
+                    row.append("-")
+                    continue
+                change = statistics.fmean(runs[s][split][metric] - control[s][split][metric]
+                                          for s in shared)
+                sign = "+" if change >= 0 else "−"
+                row.append(f"{sign}{_number(metric, abs(change))}"
+                           + (f" ({len(shared)} seeds)" if len(shared) < len(runs) else ""))
+            rows.append("| " + " | ".join(row) + " |")
+    return "\n".join(rows)
