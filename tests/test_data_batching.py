@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 import torch
 
-from blosa.data.batching import BucketBatchSampler, RandomBatchSampler, pad_ids
+from blosa.data.batching import (BucketBatchSampler, RandomBatchSampler, pad_ids,
+                                 training_sampler)
 
 
 def random_lengths(seed, n=None):
@@ -212,6 +213,17 @@ def test_random_order_is_a_function_of_seed_and_epoch():
     d = RandomBatchSampler(lengths, 16, seed=8)
     d.set_epoch(5)
     assert list(d) != epoch5
+
+
+def test_training_sampler_by_name():
+    lengths = random_lengths(6, n=100)
+    assert type(training_sampler("bucket", lengths, 8, seed=2)) is BucketBatchSampler
+    sampler = training_sampler("random", lengths, 8, seed=2, rank=1, world_size=2)
+    assert type(sampler) is RandomBatchSampler and (sampler.rank, sampler.world_size) == (1, 2)
+    assert list(training_sampler("bucket", lengths, 8, 2)) == list(
+        BucketBatchSampler(lengths, 8, True, seed=2))
+    with pytest.raises(ValueError, match='batching must be "bucket" or "random"'):
+        training_sampler("sorted", lengths, 8)
 
 
 def test_random_bad_arguments():

@@ -12,11 +12,11 @@ import torch
 from torch import nn
 
 from blosa.cli import _config, parser
-from blosa.data.batching import BucketBatchSampler, RandomBatchSampler
+from blosa.data.batching import BucketBatchSampler, RandomBatchSampler, training_sampler
 from blosa.data.datasets import DATASETS, Dataset
 from blosa.data.examples import Pair, Passage, Sentence
 from blosa.nn import MaskedBlockSelfAttention
-from blosa.train.build import build_optimizer, read_dataset, train_sampler
+from blosa.train.build import build_optimizer, read_dataset
 from blosa.train.config import FROM_DATA, TrainConfig, validate
 from blosa.train.dataset_block_len import (LengthStats, block_len_as_coded, length_stats,
                                            training_lengths)
@@ -181,7 +181,8 @@ def test_batching_picks_the_sampler(seed):
     for batching, kind in (("bucket", BucketBatchSampler), ("random", RandomBatchSampler)):
         config = TrainConfig(task="trec", batching=batching, seed=seed,
                              batch_size=int(rng.integers(world, 40)))
-        samplers = [train_sampler(config, lengths, rank, world) for rank in range(world)]
+        samplers = [training_sampler(config.batching, lengths, config.batch_size, config.seed,
+                                     rank, world) for rank in range(world)]
         assert all(type(s) is kind for s in samplers)
         s = samplers[-1]
         assert (s.batch_size, s.seed, s.rank, s.world_size, s.shuffle) == (

@@ -7,8 +7,8 @@ import time
 
 from blosa.data.datasets import DATASETS
 from blosa.nn import ENCODERS
-from blosa.train.config import (AMP_MODES, BATCHINGS, DEVICES, LR_SCHEDULES, OPTIMIZERS,
-                                SST_PHRASES, TASK_DEFAULTS, TrainConfig)
+from blosa.train.config import (AMP_MODES, DEVICES, LR_SCHEDULES, OPTIMIZERS, TASK_DEFAULTS,
+                                TrainConfig)
 from blosa.train.presets import PRESETS
 
 
@@ -71,7 +71,7 @@ def _add_train(sub) -> None:
     p.add_argument("--batch-size", type=int,
                    help=f"the global batch size (default: {_task_default('batch_size')})")
     p.add_argument("--eval-batch-size", type=int, default=128, help="default: %(default)s")
-    p.add_argument("--batching", default="bucket", choices=BATCHINGS,
+    p.add_argument("--batching", default="bucket", metavar="{bucket,random}",
                    help="training batches: bucket (examples of similar lengths, in a random "
                         "order) or random (a random permutation cut into batches, as the "
                         "authors' code) (default: %(default)s)")
@@ -96,10 +96,10 @@ def _add_train(sub) -> None:
     p.add_argument("--skip-bad-lines", action="store_true",
                    help="skip malformed data lines, reporting how many "
                         "(default: stop at the first)")
-    p.add_argument("--sst-phrases", default="distinct", choices=SST_PHRASES,
-                   help="sst1/sst2 training examples: each distinct (phrase, label) of the "
-                        "training trees once, or all nodes of every tree, duplicates kept (the "
-                        "authors' code) (default: %(default)s)")
+    p.add_argument("--sst-phrases", default="distinct", metavar="{distinct,all}",
+                   help="sst1/sst2 training examples: distinct (each (phrase, label) of the "
+                        "training trees once) or all (every node of every tree, duplicates "
+                        "kept, as the authors' code) (default: %(default)s)")
     p.add_argument("--device", default="cpu", choices=DEVICES, help="default: %(default)s")
     p.add_argument("--amp", default="none", choices=AMP_MODES,
                    help="bf16: autocast mixed precision (default: %(default)s)")

@@ -135,6 +135,19 @@ class RandomBatchSampler(BucketBatchSampler):
         return [b[np.argsort(self.lengths[b], kind="stable")] for b in batches]
 
 
+def training_sampler(batching: str, lengths: Sequence[int], batch_size: int, seed: int = 0,
+                     rank: int = 0, world_size: int = 1) -> BucketBatchSampler:
+    """The training batches of one process: batching "bucket" (BucketBatchSampler, shuffle=True)
+    or "random" (RandomBatchSampler); either is a function of (seed, epoch)."""
+    if batching == "random":
+        return RandomBatchSampler(lengths, batch_size, seed=seed, rank=rank,
+                                  world_size=world_size)
+    if batching == "bucket":
+        return BucketBatchSampler(lengths, batch_size, shuffle=True, seed=seed, rank=rank,
+                                  world_size=world_size)
+    raise ValueError(f'batching must be "bucket" or "random", got {batching!r}')
+
+
 def pad_ids(seqs: Sequence[Sequence[int]]) -> tuple[torch.Tensor, torch.Tensor]:
     """Pad id sequences to the longest: ids [B, n] long with 0 (Vocab.PAD) at padding, and mask
     [B, n] bool, True at real tokens. No sequences give [0, 0] tensors; an empty sequence gives
@@ -148,4 +161,4 @@ def pad_ids(seqs: Sequence[Sequence[int]]) -> tuple[torch.Tensor, torch.Tensor]:
     return torch.from_numpy(ids), torch.from_numpy(mask)
 
 
-__all__ = ["BucketBatchSampler", "RandomBatchSampler", "pad_ids"]
+__all__ = ["BucketBatchSampler", "RandomBatchSampler", "pad_ids", "training_sampler"]

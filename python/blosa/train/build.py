@@ -12,7 +12,6 @@ import torch
 from torch import nn
 
 from blosa.data import BadLines, Vocab, embedding_matrix, load_dataset, load_vectors
-from blosa.data.batching import BucketBatchSampler, RandomBatchSampler
 from blosa.data.datasets import Dataset
 from blosa.data.examples import Pair, Passage, Sentence
 from blosa.nn import build_encoder
@@ -113,19 +112,6 @@ def encoder_factory(config: TrainConfig):
     return make
 
 
-def encoder_block_len(config: TrainConfig) -> int | str:
-    """Bi-BloSAN's block_len: "auto", an int, or for "dataset" the r resolved from the training
-    data (blosa.train.dataset_block_len), which a run's config.json keeps."""
-    if config.block_len == "auto":
-        return "auto"
-    if config.block_len == "dataset":
-        if config.block_len_dataset is None:
-            raise ValueError("--block-len dataset: the block length is not resolved yet "
-                             "(blosa.train.dataset_block_len.resolve_dataset_block_len)")
-        return config.block_len_dataset
-    return int(config.block_len)
-
-
 def build_model(config: TrainConfig, task: Task, vocab: Vocab,
                 dim: int | None = None) -> tuple[nn.Module, int]:
     """(the task's model, words found in the vectors), initialized from config.seed."""
@@ -183,15 +169,17 @@ def build_scheduler(config: TrainConfig, optimizer: torch.optim.Optimizer,
         optimizer, lambda step: lr_factor(config.lr_schedule, step, total_steps))
 
 
-def train_sampler(config: TrainConfig, lengths: list[int], rank: int = 0,
-                  world_size: int = 1) -> BucketBatchSampler:
-    """The training batches of one process (config.batching): bucketed by length, or random as
-    in the authors' code; either is a function of (seed, epoch)."""
-    if config.batching == "random":
-        return RandomBatchSampler(lengths, config.batch_size, seed=config.seed, rank=rank,
-                                  world_size=world_size)
-    return BucketBatchSampler(lengths, config.batch_size, shuffle=True, seed=config.seed,
-                              rank=rank, world_size=world_size)
+def encoder_block_len(config: TrainConfig) -> int | str:
+    """Bi-BloSAN's block_len: "auto", an int, or for "dataset" the r resolved from the training
+    data (blosa.train.dataset_block_len), which a run's config.json keeps."""
+    if config.block_len == "auto":
+        return "auto"
+    if config.block_len == "dataset":
+        if config.block_len_dataset is None:
+            raise ValueError("--block-len dataset: the block length is not resolved yet "
+                             "(blosa.train.dataset_block_len.resolve_dataset_block_len)")
+        return config.block_len_dataset
+    return int(config.block_len)
 
 
 def _module_of(model: nn.Module, parameter_name: str) -> nn.Module:

@@ -8,14 +8,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 OPTIMIZERS = ("adadelta", "adam", "adamw", "sgd")
+BATCHINGS = ("bucket", "random")
+SST_PHRASES = ("distinct", "all")
 AMP_MODES = ("none", "bf16")
 DEVICES = ("cpu", "cuda")
 LR_SCHEDULES = ("constant", "linear", "cosine")
-BATCHINGS = ("bucket", "random")
-SST_PHRASES = ("distinct", "all")
-# Settings the trainer fills in from the training data once it is read (after the run folder
-# was checked): they are no flags, and --resume compares them only then (run.py).
-FROM_DATA = ("block_len_dataset",)
 
 # The authors' setups as coded (MODEL_NOTES.md "Training setups"): optimizer, learning rate, batch
 # size, dropout (1 - keep probability), L2 on weight matrices, hidden units. Epochs are ours: the
@@ -38,6 +35,10 @@ TASK_DEFAULTS: dict[str, dict] = {
     "squad": dict(optimizer="adadelta", lr=0.5, batch_size=32, dropout=0.25, weight_decay=5e-5,
                   epochs=20, hidden=100, vectors="wink-100d"),
 }
+
+# Settings the trainer fills in from the training data once it is read (after the run folder
+# was checked): they are no flags, and --resume compares them only then (run.py).
+FROM_DATA = ("block_len_dataset",)
 
 
 @dataclass

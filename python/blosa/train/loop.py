@@ -17,11 +17,11 @@ from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
 from blosa.data import BucketBatchSampler, Vocab
+from blosa.data.batching import training_sampler
 from blosa.nn import SentenceEncoder
 from blosa.tasks import Task
 from blosa.train import checkpoint
 from blosa.train.build import Splits, build_model, build_optimizer, build_scheduler, build_vocab
-from blosa.train.build import train_sampler
 from blosa.train.config import TrainConfig
 from blosa.train.curves import plot_curves
 from blosa.train.distributed import World, all_sum, barrier, gather
@@ -93,8 +93,8 @@ class Trainer:
         self.ddp = (DistributedDataParallel(self.model,
                                             find_unused_parameters=task.unused_parameters)
                     if world.size > 1 else self.model)
-        self.sampler = train_sampler(config, [task.length(e) for e in splits.train],
-                                     world.rank, world.size)
+        self.sampler = training_sampler(config.batching, [task.length(e) for e in splits.train],
+                                        config.batch_size, config.seed, world.rank, world.size)
         self.steps_per_epoch = len(self.sampler)
         if self.steps_per_epoch == 0:
             raise ValueError(f"the training split has {len(splits.train)} examples: too few "
