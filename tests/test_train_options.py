@@ -4,7 +4,12 @@ all, --batching random, --adadelta-rho and --adadelta-eps; and old run folders w
 import dataclasses
 import json
 import math
+import os
 import random
+import signal
+import subprocess
+import sys
+import time
 
 import numpy as np
 import pytest
@@ -23,6 +28,7 @@ from blosa.train.dataset_block_len import (LengthStats, block_len_as_coded, leng
 from blosa.train.inference import evaluate_run, load_run
 from blosa.train.run import train
 from blosa.train.run_dir import RunDir, RunDirError
+from test_train_resume import assert_same_run, dev_records
 
 TINY = dict(hidden=4, head_hidden=4, vectors="none", dropout=0.0, optimizer="adam", lr=3e-3,
             batch_size=16)
@@ -257,3 +263,61 @@ def test_an_old_config_json_takes_the_defaults(tmp_path):
     assert (loaded.block_len_dataset, loaded.adadelta_rho, loaded.adadelta_eps, loaded.batching,
             loaded.sst_phrases) == (None, None, None, "bucket", "distinct")
     assert RunDir(tmp_path).check(config, resume=True) is True
+
+
+# ---------------------------------------------------------------- all of them, killed and resumed
+
+
+def random_tree(rng, words) -> str:
+    if len(words) == 1:
+        return f"({rng.randint(0, 4)} {words[0]})"
+    cut = rng.randint(1, len(words) - 1)
+    return f"({rng.randint(0, 4)} {random_tree(rng, words[:cut])} {random_tree(rng, words[cut:])})"
+
+
+def write_sst_trees(root, rng):
+    """sst/{train,dev,test}.txt of random trees over few words: phrases repeat (so --sst-phrases
+    all differs from distinct) and sentence lengths vary (1-12 words)."""
+    words = "good bad film plot the a".split()
+    for split, n in (("train", 40), ("dev", 30), ("test", 30)):
+        trees = [random_tree(rng, [rng.choice(words) for _ in range(rng.randint(1, 12))])
+                 for _ in range(n)]
+        (root / "sst").mkdir(exist_ok=True)
+        (root / "sst" / f"{split}.txt").write_text("\n".join(trees) + "\n")
+
+
+def test_sigkill_then_resume_with_every_option(tmp_path):
+    """tests/test_train_resume.py's check (a run killed with SIGKILL after an epoch's end and
+    resumed ends bit for bit as an uninterrupted one) with all four options at once, on SST-2
+    trees the test writes (Adadelta is SST's default optimizer)."""
+    write_sst_trees(tmp_path, random.Random(random.randrange(2**32)))
+    data = read_dataset(TrainConfig(task="sst2", data_dir=str(tmp_path), sst_phrases="all"))[0]
+    steps_per_epoch = -(-len(data.splits["train"]) // 24)
+    assert len(data.splits["train"]) > len(set(data.splits["train"]))  # duplicates kept
+    argv = [sys.executable, "-m", "blosa", "train", "--task", "sst2", "--data-dir", str(tmp_path),
+            "--sst-phrases", "all", "--block-len", "dataset", "--batching", "random",
+            "--adadelta-rho", "0.95", "--adadelta-eps", "1e-8", "--hidden", "6",
+            "--head-hidden", "6", "--vectors", "none", "--batch-size", "24", "--dropout", "0.3",
+            "--word-dropout", "0.2", "--lr-schedule", "cosine", "--max-steps", "36",
+            "--eval-every", "4", "--seed", "3", "--quiet", "--out"]
+    whole, killed = tmp_path / "whole", tmp_path / "killed"
+    subprocess.run([*argv, str(whole)], check=True, capture_output=True)
+    config = TrainConfig.load(whole / "config.json")
+    r = block_len_by_hand([len(e.tokens) for e in data.train_sentences], 24)
+    assert (config.sst_phrases, config.batching, config.adadelta_rho, config.adadelta_eps,
+            config.block_len_dataset) == ("all", "random", 0.95, 1e-8, r)
+
+    proc = subprocess.Popen([*argv, str(killed)], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 240
+    kill_after = 1 + max(2, steps_per_epoch // 4)  # evaluations: past an epoch's end
+    while len(dev_records(killed)) < kill_after and proc.poll() is None:
+        assert time.monotonic() < deadline, "the run made no checkpoints in time"
+        time.sleep(0.02)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    assert proc.returncode == -signal.SIGKILL, "the run ended before it was killed"
+    step_at_kill = torch.load(killed / "last.pt", weights_only=True)["step"]
+    assert steps_per_epoch < step_at_kill < 36
+    subprocess.run([*argv, str(killed), "--resume"], check=True, capture_output=True)
+    assert_same_run(whole, killed)
