@@ -5,9 +5,11 @@ training sentences as the authors' code fixes it (their exp_*/..._main.py, MODEL
 
 with B the training batch size, mean and std (population, numpy's np.std) over the token counts
 of the training file's sentences. n_est is the paper's Appendix A bound on a batch's expected
-longest sentence and cbrt(2 n) its memory-optimal r; the + 1 is their code's. The same r then
-serves training, dev, test, `blosa eval` and `blosa encode`: it is stored in the run's
-config.json (TrainConfig.block_len_dataset), never measured again on other text.
+longest sentence and cbrt(2 n) its memory-optimal r; the + 1 is their code's. (Their
+math.ceil(math.pow(2 n, 1/3)) rounds an exact cube up, 27 -> 4; the ceiling here is exact. Real
+statistics hardly ever give an exact cube.) The same r then serves training, dev, test,
+`blosa eval` and `blosa encode`: it is stored in the run's config.json
+(TrainConfig.block_len_dataset), never measured again on other text.
 """
 from __future__ import annotations
 
