@@ -277,10 +277,11 @@ def random_tree(rng, words) -> str:
 
 def write_sst_trees(root, rng):
     """sst/{train,dev,test}.txt of random trees over few words: phrases repeat (so --sst-phrases
-    all differs from distinct) and sentence lengths vary (1-12 words)."""
+    all differs from distinct) and sentence lengths vary (1-8 words). At most 25 * 15 training
+    nodes: 16 steps an epoch in batches of 24."""
     words = "good bad film plot the a".split()
-    for split, n in (("train", 40), ("dev", 30), ("test", 30)):
-        trees = [random_tree(rng, [rng.choice(words) for _ in range(rng.randint(1, 12))])
+    for split, n in (("train", 25), ("dev", 30), ("test", 30)):
+        trees = [random_tree(rng, [rng.choice(words) for _ in range(rng.randint(1, 8))])
                  for _ in range(n)]
         (root / "sst").mkdir(exist_ok=True)
         (root / "sst" / f"{split}.txt").write_text("\n".join(trees) + "\n")
@@ -310,7 +311,10 @@ def test_sigkill_then_resume_with_every_option(tmp_path):
     proc = subprocess.Popen([*argv, str(killed)], stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 240
-    kill_after = 1 + max(2, steps_per_epoch // 4)  # evaluations: past an epoch's end
+    # Evaluations (one every 4 steps) before the kill: last.pt is written after the dev record,
+    # so it may be the checkpoint before, which must be past the first epoch's end too.
+    kill_after = steps_per_epoch // 4 + 2
+    assert kill_after * 4 < 36  # killed before the run ends
     while len(dev_records(killed)) < kill_after and proc.poll() is None:
         assert time.monotonic() < deadline, "the run made no checkpoints in time"
         time.sleep(0.02)
