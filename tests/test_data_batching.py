@@ -1,12 +1,14 @@
 """blosa.data.batching: length-bucketed batches (each example once, little padding, order a
-function of (seed, epoch)), the split over DDP ranks, and pad_ids."""
+function of (seed, epoch)), random batches (the same rules, no regard to length), the split over
+DDP ranks, and pad_ids."""
 from collections import Counter
 
 import numpy as np
 import pytest
 import torch
 
-from blosa.data.batching import BucketBatchSampler, pad_ids
+from blosa.data.batching import (BucketBatchSampler, RandomBatchSampler, pad_ids,
+                                 training_sampler)
 
 
 def random_lengths(seed, n=None):
@@ -86,9 +88,18 @@ def test_evaluation_order_ignores_seed_and_epoch():
     assert list(a) == list(b)
 
 
+def make_sampler(kind, lengths, batch_size, shuffle, **kw):
+    """A BucketBatchSampler, or a RandomBatchSampler (training only: shuffle must be True)."""
+    if kind == "random":
+        assert shuffle
+        return RandomBatchSampler(lengths, batch_size, **kw)
+    return BucketBatchSampler(lengths, batch_size, shuffle, **kw)
+
+
 @pytest.mark.parametrize("seed", range(6))
-@pytest.mark.parametrize("shuffle", [True, False])
-def test_ddp_ranks_partition_each_global_batch(seed, shuffle):
+@pytest.mark.parametrize("kind, shuffle", [("bucket", True), ("bucket", False),
+                                           ("random", True)])
+def test_ddp_ranks_partition_each_global_batch(seed, kind, shuffle):
     rng = np.random.default_rng(seed)
     world = int(rng.integers(2, 6))
     n = int(rng.integers(1, 400))
@@ -98,13 +109,13 @@ def test_ddp_ranks_partition_each_global_batch(seed, shuffle):
     if seed == 1:  # fewer examples than ranks
         n = world - 1
     lengths = random_lengths(seed, n=n)
-    single = BucketBatchSampler(lengths, batch_size, shuffle, seed=seed)
+    single = make_sampler(kind, lengths, batch_size, shuffle, seed=seed)
     single.set_epoch(2)
     global_batches = list(single)
     ranks = []
     for rank in range(world):
-        sampler = BucketBatchSampler(lengths, batch_size, shuffle, seed=seed, rank=rank,
-                                     world_size=world)
+        sampler = make_sampler(kind, lengths, batch_size, shuffle, seed=seed, rank=rank,
+                               world_size=world)
         sampler.set_epoch(2)
         ranks.append(list(sampler))
         assert len(ranks[-1]) == len(sampler)
@@ -152,6 +163,79 @@ def test_ddp_training_fill_is_the_last_short_batch_only():
     per_step = [sorted(i for rank in steps for i in rank[step]) for step in range(3)]
     assert sorted(len(set(s)) for s in per_step) == [4, 4, 4]
     assert Counter(i for s in per_step for i in s).total() == 12
+
+
+# ---------------------------------------------------------------- random batches
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_random_batches_cut_a_permutation(seed):
+    lengths = random_lengths(seed)
+    batch_size = int(np.random.default_rng(seed + 60).integers(1, 70))
+    sampler = RandomBatchSampler(lengths, batch_size, seed=seed)
+    for epoch in range(3):
+        sampler.set_epoch(epoch)
+        batches = list(sampler)
+        assert len(batches) == len(sampler) == -(-len(lengths) // batch_size)
+        flat = [i for b in batches for i in b]
+        assert sorted(flat) == list(range(len(lengths)))  # no loss, no repeat
+        assert all(isinstance(i, int) for i in flat)
+        assert [len(b) for b in batches[:-1]] == [batch_size] * (len(batches) - 1)
+        # the epoch's permutation cut in its order (each batch sorted by length within)
+        perm = np.random.default_rng((seed, epoch)).permutation(len(lengths))
+        for k, batch in enumerate(batches):
+            assert set(batch) == set(perm[k * batch_size:(k + 1) * batch_size].tolist())
+            assert [lengths[i] for i in batch] == sorted(lengths[i] for i in batch)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_random_batches_ignore_length(seed):
+    lengths = random_lengths(seed, n=2000)
+    random_batches = list(RandomBatchSampler(lengths, 32, seed=seed))
+    bucketed = list(BucketBatchSampler(lengths, 32, True, seed=seed))
+    assert padding(lengths, random_batches) > 5 * padding(lengths, bucketed)
+    spreads = [max(lengths[i] for i in b) - min(lengths[i] for i in b) for b in random_batches]
+    assert np.median(spreads) > 60  # lengths 0-119: a random batch spans most of the range
+
+
+def test_random_order_is_a_function_of_seed_and_epoch():
+    lengths = random_lengths(5, n=1000)
+    a, b = RandomBatchSampler(lengths, 16, seed=7), RandomBatchSampler(lengths, 16, seed=7)
+    a.set_epoch(4)
+    b.set_epoch(4)
+    assert list(a) == list(b) == list(a)  # iterating twice gives the same epoch
+    a.set_epoch(5)
+    epoch5 = list(a)
+    assert epoch5 != list(b)
+    c = RandomBatchSampler(lengths, 16, seed=7)  # a resumed run jumping to epoch 5
+    c.set_epoch(5)
+    assert list(c) == epoch5
+    d = RandomBatchSampler(lengths, 16, seed=8)
+    d.set_epoch(5)
+    assert list(d) != epoch5
+
+
+def test_training_sampler_by_name():
+    lengths = random_lengths(6, n=100)
+    assert type(training_sampler("bucket", lengths, 8, seed=2)) is BucketBatchSampler
+    sampler = training_sampler("random", lengths, 8, seed=2, rank=1, world_size=2)
+    assert type(sampler) is RandomBatchSampler and (sampler.rank, sampler.world_size) == (1, 2)
+    assert list(training_sampler("bucket", lengths, 8, 2)) == list(
+        BucketBatchSampler(lengths, 8, True, seed=2))
+    with pytest.raises(ValueError, match='batching must be "bucket" or "random"'):
+        training_sampler("sorted", lengths, 8)
+
+
+def test_random_bad_arguments():
+    with pytest.raises(ValueError, match="lengths"):
+        RandomBatchSampler([1, -1], 2)
+    with pytest.raises(ValueError, match="batch_size"):
+        RandomBatchSampler([1, 2], 0)
+    with pytest.raises(ValueError, match="rank"):
+        RandomBatchSampler([1, 2], 4, rank=2, world_size=2)
+    with pytest.raises(ValueError, match="at least world_size"):
+        RandomBatchSampler([1, 2], 2, world_size=3)
+    assert list(RandomBatchSampler([], 4)) == [] and len(RandomBatchSampler([], 4)) == 0
 
 
 def test_bad_arguments():

@@ -145,6 +145,47 @@ def test_sst_train_is_phrases_dev_test_sentences(loaded):
 
 
 @requires_shared_data
+def test_sst_train_sentences(loaded):
+    # The whole training sentences beside the phrases (what sentence lengths are measured on);
+    # SST-2's without the neutral ones. Other datasets' train split is their sentences.
+    assert len(loaded("sst1").train_sentences) == 8544
+    assert len(loaded("sst2").train_sentences) == 6920
+    assert loaded("sst2").train_sentences[0].tokens[:2] == ("The", "Rock")
+    assert loaded("trec").train_sentences is None and loaded("sick").train_sentences is None
+
+
+def write_sst(root):
+    """sst/{train,dev,test}.txt: a tree twice in train, a neutral sentence, a neutral phrase."""
+    train = "(3 (2 a) (4 b))\n(3 (2 a) (4 b))\n(2 (2 c) (2 d))\n(1 (0 e) (2 a))\n"
+    for split, text in (("train", train), ("dev", "(4 (4 b) (2 a))\n(2 (2 c) (2 a))\n"),
+                        ("test", "(0 (0 e) (2 d))\n")):
+        write(root / "sst" / f"{split}.txt", text)
+
+
+@pytest.mark.parametrize("name", ["sst1", "sst2"])
+def test_sst_duplicates(tmp_path, name):
+    write_sst(tmp_path)
+    distinct, every = (load_dataset(name, tmp_path, sst_duplicates=d) for d in (False, True))
+    label = {"sst1": lambda k: k, "sst2": {0: 0, 1: 0, 3: 1, 4: 1}.get}[name]
+    nodes = [(("a",), 2), (("b",), 4), (("a", "b"), 3)] * 2 + [
+        (("c",), 2), (("d",), 2), (("c", "d"), 2), (("e",), 0), (("a",), 2), (("e", "a"), 1)]
+    expected = [Sentence(tokens, label(k)) for tokens, k in nodes if label(k) is not None]
+    assert every.splits["train"] == expected
+    assert distinct.splits["train"] == list(dict.fromkeys(expected))
+    for split in ("dev", "test"):  # whole sentences either way
+        assert every.splits[split] == distinct.splits[split]
+    sentences = [Sentence(("a", "b"), label(3)), Sentence(("a", "b"), label(3)),
+                 Sentence(("c", "d"), label(2)), Sentence(("e", "a"), label(1))]
+    assert every.train_sentences == distinct.train_sentences == [
+        e for e in sentences if e.label is not None]
+
+
+def test_sst_duplicates_is_for_sst_only(tmp_path):
+    with pytest.raises(ValueError, match="sst_duplicates= is for the SST phrases"):
+        load_dataset("trec", tmp_path, sst_duplicates=True)
+
+
+@requires_shared_data
 def test_trec_label_names(loaded):
     trec = loaded("trec")
     names = [trec.label_names[e.label] for e in trec.splits["test"][:4]]

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import functools
 import json
+import random
 import re
 from collections import Counter
 
@@ -301,6 +302,78 @@ def test_sst_phrases_are_distinct(tmp_path):
         Sentence(("a",), 2), Sentence(("b",), 3), Sentence(("a", "b"), 3),
         Sentence(("b",), 1), Sentence(("a", "b"), 1)]
     assert len(read_sst(f)) == 3  # whole sentences are not deduplicated
+
+
+def random_tree(rng, words) -> str:
+    """A random binary SST tree over `words` (small vocabularies repeat phrases)."""
+    if len(words) == 1:
+        return f"({rng.randint(0, 4)} {words[0]})"
+    cut = rng.randint(1, len(words) - 1)
+    return f"({rng.randint(0, 4)} {random_tree(rng, words[:cut])} {random_tree(rng, words[cut:])})"
+
+
+def independent_nodes(path) -> Counter:
+    """Every node of a tree file as (phrase, label), counted, by the string rewriting of
+    independent_phrases (a multiset, not a set)."""
+    text = path.read_text(encoding="utf-8")
+    found = Counter()
+
+    def innermost(m):
+        found[m.group(2), int(m.group(1))] += 1
+        return m.group(2)
+
+    inner = re.compile(r"\((\d) ([^()]*)\)")
+    while "(" in text:
+        text = inner.sub(innermost, text)
+    return found
+
+
+@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize("classes", [5, 2])
+def test_sst_phrases_with_duplicates_keep_every_node(tmp_path, seed, classes):
+    rng = random.Random(seed)
+    vocab = ["a", "b", "c", "d"][:rng.randint(2, 4)]  # few words: phrases and trees repeat
+    lines = [random_tree(rng, [rng.choice(vocab) for _ in range(rng.randint(1, 6))])
+             for _ in range(rng.randint(1, 30))]
+    f = write(tmp_path / "trees.txt", "\n".join(lines) + "\n")
+    keep = {0: 0, 1: 0, 3: 1, 4: 1} if classes == 2 else {k: k for k in range(5)}
+    expected = Counter()
+    for (phrase, label), count in independent_nodes(f).items():
+        if label in keep:
+            expected[phrase, keep[label]] += count
+    if not expected:  # every node neutral: no SST-2 example (read_sst's DataError)
+        with pytest.raises(DataError, match="neutral"):
+            read_sst(f, classes=classes, phrases=True, duplicates=True)
+        return
+    every = read_sst(f, classes=classes, phrases=True, duplicates=True)
+    assert Counter((" ".join(e.tokens), e.label) for e in every) == expected
+    distinct = read_sst(f, classes=classes, phrases=True)
+    assert distinct == list(dict.fromkeys(every))  # the distinct ones, in first-seen order
+    # whole sentences are the same either way (duplicates is for phrases)
+    assert read_sst(f, classes=classes, duplicates=True) == read_sst(f, classes=classes)
+
+
+def test_sst_phrases_with_duplicates_in_file_order(tmp_path):
+    f = write(tmp_path / "dup.txt", "(3 (2 a) (3 b))\n(3 (2 a) (3 b))\n(1 (2 a) (1 b))\n")
+    tree = [Sentence(("a",), 2), Sentence(("b",), 3), Sentence(("a", "b"), 3)]
+    assert read_sst(f, phrases=True, duplicates=True) == tree + tree + [
+        Sentence(("a",), 2), Sentence(("b",), 1), Sentence(("a", "b"), 1)]
+    assert read_sst(f, classes=2, phrases=True, duplicates=True) == [
+        Sentence(("b",), 1), Sentence(("a", "b"), 1)] * 2 + [
+        Sentence(("b",), 0), Sentence(("a", "b"), 0)]
+
+
+@requires_shared_data
+def test_sst_train_nodes_with_duplicates():
+    """Every node of the 8544 training trees (one per "(" in the file: brackets in words are
+    -LRB-), SST-2 those not labelled 2: 318,582 and 98,794, against 159,274 and 77,616
+    distinct ones (the issue's ~98.8k and ~77k)."""
+    text = (SST / "train.txt").read_text(encoding="utf-8")
+    fine = read_sst(SST / "train.txt", classes=5, phrases=True, duplicates=True)
+    binary = read_sst(SST / "train.txt", classes=2, phrases=True, duplicates=True)
+    assert len(fine) == text.count("(") == 318582
+    assert len(binary) == sum(text.count(f"({k} ") for k in (0, 1, 3, 4)) == 98794
+    assert len(set(binary)) == len(read_sst(SST / "train.txt", classes=2, phrases=True)) == 77616
 
 
 def test_sst_empty(tmp_path):

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from blosa.cli import main, parser
-from blosa.train.config import TrainConfig
+from blosa.train.config import FROM_DATA, TrainConfig
 from shared_data import requires_shared_data
 
 TINY = ["--hidden", "4", "--head-hidden", "4", "--vectors", "none", "--batch-size", "16"]
@@ -28,9 +28,11 @@ def test_help_names_every_flag_with_its_default():
         assert action.option_strings[0] in help_text
         if action.default not in (None, False) and action.dest != "task":
             assert "default" in action.help, action.dest
-    # every setting of a run is a flag (extra is reserved for later versions)
+    # every setting of a run is a flag (extra is reserved for later versions; FROM_DATA the
+    # trainer fills in from the training data)
     dests = {a.dest for a in flags}
-    assert set(TrainConfig.__dataclass_fields__) - {"extra", "task"} <= dests | {"task"}
+    assert set(TrainConfig.__dataclass_fields__) - {"extra", "task", *FROM_DATA} <= dests
+    assert not set(FROM_DATA) & dests
 
 
 @pytest.mark.parametrize("command", [[sys.executable, "-m", "blosa"],
@@ -66,8 +68,22 @@ def test_unknown_choices(capsys, argv, message):
     (["--max-steps", "0"], "--max-steps: must be >= 1"),
     (["--folds", "1"], "--folds: must be 0"),
     (["--folds", "5"], "trec has a test split"),
-    (["--block-len", "x"], '--block-len: must be "auto" or an int'),
+    (["--block-len", "x"], '--block-len: must be "auto", "dataset" or an int'),
+    (["--block-len", "0"], '--block-len: must be "auto", "dataset" or an int'),
     (["--encoder", "bilstm", "--block-len", "4"], "only Bi-BloSAN has blocks"),
+    (["--encoder", "disan", "--block-len", "dataset"], "--block-len: only Bi-BloSAN has blocks"),
+    (["--sst-phrases", "all"], "--sst-phrases: only SST (sst1, sst2) trains on phrases"),
+    (["--sst-phrases", "some"], "--sst-phrases: choose from ('distinct', 'all'), got 'some'"),
+    (["--batching", "sorted"], "--batching: choose from ('bucket', 'random'), got 'sorted'"),
+    (["--adadelta-rho", "1.0"], "--adadelta-rho: must be in [0, 1)"),
+    (["--adadelta-rho", "-0.5"], "--adadelta-rho: must be in [0, 1)"),
+    (["--adadelta-rho", "nan"], "--adadelta-rho: must be in [0, 1)"),
+    (["--adadelta-eps", "0"], "--adadelta-eps: must be in (0, 1)"),
+    (["--adadelta-eps", "inf"], "--adadelta-eps: must be in (0, 1)"),
+    (["--optimizer", "adam", "--adadelta-eps", "1e-8"],
+     "--adadelta-eps: applies to --optimizer adadelta, not adam"),
+    (["--preset", "best", "--adadelta-rho", "0.95"],
+     "--adadelta-rho: applies to --optimizer adadelta, not adam"),
     (["--train", "x.txt"], "--train/--test name the files of the generic task"),
     (["--dev-fraction", "1.5"], "--dev-fraction: must be in (0, 1)"),
 ])

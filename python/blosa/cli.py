@@ -57,16 +57,28 @@ def _add_train(sub) -> None:
                    help="the head's fully connected layer (default: %(default)s)")
     p.add_argument("--head-activation", help="the head's activation (default: relu; snli elu)")
     p.add_argument("--block-len", default="auto",
-                   help="Bi-BloSAN's block length r: auto (ceil(cbrt(2n)) per batch) or an int "
-                        "(default: %(default)s)")
+                   help="Bi-BloSAN's block length r: auto (ceil(cbrt(2n)) per batch), dataset "
+                        "(one r for the run, from the training sentences' lengths as the "
+                        "authors' code: ceil(cbrt(2 (mean + std sqrt(2 ln B)))) + 1, B the "
+                        "batch size) or an int (default: %(default)s)")
     p.add_argument("--optimizer", choices=OPTIMIZERS, help=f"default: {_task_default('optimizer')}")
     p.add_argument("--lr", type=float, help=f"learning rate (default: {_task_default('lr')})")
     p.add_argument("--lr-schedule", default="constant", choices=LR_SCHEDULES,
                    help="the learning rate over the run's steps: constant, or decayed to 0 at "
                         "the last step along a line or a half cosine (default: %(default)s)")
+    p.add_argument("--adadelta-rho", type=float,
+                   help="Adadelta's decay of its running averages (default: torch's 0.9; the "
+                        "authors' TensorFlow: 0.95)")
+    p.add_argument("--adadelta-eps", type=float,
+                   help="Adadelta's epsilon (default: torch's 1e-6; the authors' TensorFlow: "
+                        "1e-8)")
     p.add_argument("--batch-size", type=int,
                    help=f"the global batch size (default: {_task_default('batch_size')})")
     p.add_argument("--eval-batch-size", type=int, default=128, help="default: %(default)s")
+    p.add_argument("--batching", default="bucket", metavar="{bucket,random}",
+                   help="training batches: bucket (examples of similar lengths, in a random "
+                        "order) or random (a random permutation cut into batches, as the "
+                        "authors' code) (default: %(default)s)")
     p.add_argument("--dropout", type=float,
                    help=f"1 - the keep probability (default: {_task_default('dropout')})")
     p.add_argument("--word-dropout", type=float, default=0.0,
@@ -91,6 +103,10 @@ def _add_train(sub) -> None:
     p.add_argument("--skip-bad-lines", action="store_true",
                    help="skip malformed data lines, reporting how many "
                         "(default: stop at the first)")
+    p.add_argument("--sst-phrases", default="distinct", metavar="{distinct,all}",
+                   help="sst1/sst2 training examples: distinct (each (phrase, label) of the "
+                        "training trees once) or all (every node of every tree, duplicates "
+                        "kept, as the authors' code) (default: %(default)s)")
     p.add_argument("--device", default="cpu", choices=DEVICES, help="default: %(default)s")
     p.add_argument("--amp", default="none", choices=AMP_MODES,
                    help="bf16: autocast mixed precision (default: %(default)s)")

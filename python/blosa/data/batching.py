@@ -1,5 +1,6 @@
-"""Batches of examples of similar length (little padding), in an order that is a pure function
-of (seed, epoch), optionally split over DDP ranks; and the padding of id sequences."""
+"""Batches of examples of similar length (little padding), or random ones, in an order that is a
+pure function of (seed, epoch), optionally split over DDP ranks; and the padding of id
+sequences."""
 from __future__ import annotations
 
 from typing import Iterator, Sequence
@@ -106,6 +107,47 @@ class BucketBatchSampler:
         return full + (last > self.rank)
 
 
+class RandomBatchSampler(BucketBatchSampler):
+    """Training batches drawn without regard to length, as the authors' code draws them: each
+    epoch a permutation of the examples from np.random.default_rng((seed, epoch)), cut into
+    batches of batch_size in its order; only the last batch of the epoch may be smaller. (Their
+    code carries the last batch over into the next epoch's permutation; here each epoch stands
+    alone, so that it is a function of (seed, epoch) and a resumed run sees the same batches.)
+
+    Everything else is BucketBatchSampler's in training (shuffle=True): each batch is sorted by
+    length (stable), so that under DDP rank r's share [r::world_size] of a global batch holds
+    lengths like the other ranks' (with one process the order within a batch changes nothing);
+    a last global batch shorter than world_size is filled up with the first examples of the
+    epoch's order; call set_epoch(epoch) before each epoch."""
+
+    def __init__(self, lengths: Sequence[int], batch_size: int, seed: int = 0, rank: int = 0,
+                 world_size: int = 1):
+        super().__init__(lengths, batch_size, shuffle=True, seed=seed, rank=rank,
+                         world_size=world_size)
+
+    def global_batches(self) -> list[np.ndarray]:
+        """This epoch's global batches (before the split over ranks)."""
+        order = np.random.default_rng((self.seed, self.epoch)).permutation(len(self.lengths))
+        size = self.batch_size
+        batches = [order[i:i + size] for i in range(0, len(order), size)]
+        if self.world_size > 1 and batches and len(batches[-1]) < self.world_size:
+            batches[-1] = self._fill(batches[-1], order)  # _fill sorts it by length too
+        return [b[np.argsort(self.lengths[b], kind="stable")] for b in batches]
+
+
+def training_sampler(batching: str, lengths: Sequence[int], batch_size: int, seed: int = 0,
+                     rank: int = 0, world_size: int = 1) -> BucketBatchSampler:
+    """The training batches of one process: batching "bucket" (BucketBatchSampler, shuffle=True)
+    or "random" (RandomBatchSampler); either is a function of (seed, epoch)."""
+    if batching == "random":
+        return RandomBatchSampler(lengths, batch_size, seed=seed, rank=rank,
+                                  world_size=world_size)
+    if batching == "bucket":
+        return BucketBatchSampler(lengths, batch_size, shuffle=True, seed=seed, rank=rank,
+                                  world_size=world_size)
+    raise ValueError(f'batching must be "bucket" or "random", got {batching!r}')
+
+
 def pad_ids(seqs: Sequence[Sequence[int]]) -> tuple[torch.Tensor, torch.Tensor]:
     """Pad id sequences to the longest: ids [B, n] long with 0 (Vocab.PAD) at padding, and mask
     [B, n] bool, True at real tokens. No sequences give [0, 0] tensors; an empty sequence gives
@@ -119,4 +161,4 @@ def pad_ids(seqs: Sequence[Sequence[int]]) -> tuple[torch.Tensor, torch.Tensor]:
     return torch.from_numpy(ids), torch.from_numpy(mask)
 
 
-__all__ = ["BucketBatchSampler", "pad_ids"]
+__all__ = ["BucketBatchSampler", "RandomBatchSampler", "pad_ids", "training_sampler"]

@@ -43,10 +43,13 @@ class DatasetSpec:
 @dataclass
 class Dataset:
     """A loaded dataset: splits "train" and optionally "dev", "test" (lists of Sentence, Pair or
-    Passage, none empty) and the names of its classes."""
+    Passage, none empty) and the names of its classes. train_sentences: where the train split
+    holds more than whole sentences (SST's phrases), the training file's whole sentences (what
+    sentence lengths are measured on); None where the train split is them."""
     spec: DatasetSpec
     splits: dict[str, list]
     label_names: tuple[str, ...]
+    train_sentences: list | None = None
 
     def __repr__(self) -> str:  # the default would print every example
         sizes = ", ".join(f"{split}={len(examples)}" for split, examples in self.splits.items())
@@ -123,9 +126,17 @@ def _load_labeled(spec: DatasetSpec, paths: dict[str, Path], bad: BadLines) -> d
             for split, path in paths.items()}
 
 
-def _load_sst(spec: DatasetSpec, paths: dict[str, Path], bad: BadLines) -> dict[str, list]:
-    return {split: read_sst(path, bad, spec.num_classes, phrases=split == "train")
+def _load_sst(spec: DatasetSpec, paths: dict[str, Path], bad: BadLines,
+              duplicates: bool = False) -> dict[str, list]:
+    return {split: read_sst(path, bad, spec.num_classes, phrases=split == "train",
+                            duplicates=duplicates)
             for split, path in paths.items()}
+
+
+def _sst_train_sentences(spec: DatasetSpec, paths: dict[str, Path]) -> list:
+    # A second read of the training trees, for their whole sentences (SST-2: the non-neutral
+    # ones). Its malformed lines were reported (or raised) by the first read: skipped here.
+    return read_sst(paths["train"], BadLines(skip=True), spec.num_classes)
 
 
 def _load_sick(spec: DatasetSpec, paths: dict[str, Path], bad: BadLines) -> dict[str, list]:
@@ -144,7 +155,8 @@ def _load_squad(spec: DatasetSpec, paths: dict[str, Path], bad: BadLines) -> dic
     return {split: read_squad(path, bad) for split, path in paths.items()}
 
 
-_LOADERS: dict[str, Callable[[DatasetSpec, dict[str, Path], BadLines], dict[str, list]]] = {
+# (spec, paths, bad, **options) -> splits; SST's take duplicates=.
+_LOADERS: dict[str, Callable[..., dict[str, list]]] = {
     "trec": _load_labeled, "cr": _load_labeled, "mpqa": _load_labeled, "subj": _load_labeled,
     "sst1": _load_sst, "sst2": _load_sst, "sick": _load_sick, "sick_e": _load_sick,
     "snli": _load_snli, "squad": _load_squad,
@@ -161,12 +173,14 @@ def _check_files(paths: dict[str, Path], download: str | None) -> None:
 
 def load_dataset(name: str, data_dir: str | os.PathLike | None = None,
                  bad: BadLines | None = None, train: str | os.PathLike | None = None,
-                 test: str | os.PathLike | None = None) -> Dataset:
+                 test: str | os.PathLike | None = None, sst_duplicates: bool = False) -> Dataset:
     """Read the dataset `name` (a key of DATASETS) from `data_dir` (None: resolve_data_dir()).
 
     generic: the `label sentence` files `train` and optionally `test` (paths as given, not under
     data_dir); its classes are the training file's labels (a test label not among them is
     malformed), and without a test file the returned spec has folds=True.
+    sst_duplicates (sst1, sst2 only): train on every node of every training tree, duplicates
+    kept (read_sst's duplicates), instead of each distinct (phrase, label) once.
     Malformed lines go to `bad` (default: raise DataError naming file and line). Every file is
     checked to exist first (a missing one: DataError saying how to get the data), and every
     split must hold examples (an empty one: DataError naming its file), so nothing runs on zero
@@ -175,6 +189,9 @@ def load_dataset(name: str, data_dir: str | os.PathLike | None = None,
     if name not in DATASETS:
         raise ValueError(f"unknown dataset {name!r}; choose from {', '.join(DATASETS)}")
     spec = DATASETS[name]
+    sst = spec.name in ("sst1", "sst2")
+    if sst_duplicates and not sst:
+        raise ValueError(f"sst_duplicates= is for the SST phrases (sst1, sst2), not {name!r}")
     bad = BadLines() if bad is None else bad
     if name == "generic":
         return _load_generic(spec, bad, train, test)
@@ -184,11 +201,13 @@ def load_dataset(name: str, data_dir: str | os.PathLike | None = None,
     root = resolve_data_dir(data_dir)
     paths = {split: root / rel for split, rel in spec.files.items()}
     _check_files(paths, spec.download)
-    splits = _LOADERS[name](spec, paths, bad)
+    options = {"duplicates": sst_duplicates} if sst else {}
+    splits = _LOADERS[name](spec, paths, bad, **options)
     for split, examples in splits.items():
         if not examples:
             raise DataError(f"the {split} split of {name} has no examples", paths[split])
-    return Dataset(spec, splits, spec.label_names)
+    return Dataset(spec, splits, spec.label_names,
+                   _sst_train_sentences(spec, paths) if sst else None)
 
 
 def _load_generic(spec: DatasetSpec, bad: BadLines, train, test) -> Dataset:

@@ -36,7 +36,7 @@ def read_dataset(config: TrainConfig) -> tuple[Dataset, BadLines]:
     """The run's dataset, read and checked; `bad` holds the lines --skip-bad-lines skipped."""
     bad = BadLines(skip=config.skip_bad_lines)
     dataset = load_dataset(config.task, config.data_dir, bad, train=config.train_file,
-                           test=config.test_file)
+                           test=config.test_file, sst_duplicates=config.sst_phrases == "all")
     return dataset, bad
 
 
@@ -134,7 +134,7 @@ def encoder_factory(config: TrainConfig):
     """d_in -> the chosen blosa.nn encoder, with the run's width, dropout and block length."""
     kw = {}
     if config.encoder.startswith("biblosan"):
-        kw["block_len"] = "auto" if config.block_len == "auto" else int(config.block_len)
+        kw["block_len"] = encoder_block_len(config)
 
     def make(d_in: int):
         return build_encoder(config.encoder, d_in, config.hidden, dropout=config.dropout, **kw)
@@ -167,12 +167,19 @@ def build_optimizer(config: TrainConfig, model: nn.Module) -> torch.optim.Optimi
     groups = [dict(params=decayed, weight_decay=config.weight_decay),
               dict(params=free, weight_decay=0.0)]
     if config.optimizer == "adadelta":
-        return torch.optim.Adadelta(groups, lr=config.lr)
+        return torch.optim.Adadelta(groups, lr=config.lr, **adadelta_constants(config))
     if config.optimizer == "adam":
         return torch.optim.Adam(groups, lr=config.lr)
     if config.optimizer == "adamw":
         return torch.optim.AdamW(groups, lr=config.lr)
     return torch.optim.SGD(groups, lr=config.lr)
+
+
+def adadelta_constants(config: TrainConfig) -> dict[str, float]:
+    """Adadelta's rho and eps where the config sets them (else torch's defaults, 0.9 and 1e-6;
+    the authors' TensorFlow used 0.95 and 1e-8)."""
+    constants = {"rho": config.adadelta_rho, "eps": config.adadelta_eps}
+    return {name: value for name, value in constants.items() if value is not None}
 
 
 def lr_factor(schedule: str, step: int, total_steps: int) -> float:
@@ -192,6 +199,19 @@ def build_scheduler(config: TrainConfig, optimizer: torch.optim.Optimizer,
     """config.lr_schedule over `total_steps` optimizer steps; step it after each one."""
     return torch.optim.lr_scheduler.LambdaLR(
         optimizer, lambda step: lr_factor(config.lr_schedule, step, total_steps))
+
+
+def encoder_block_len(config: TrainConfig) -> int | str:
+    """Bi-BloSAN's block_len: "auto", an int, or for "dataset" the r resolved from the training
+    data (blosa.train.dataset_block_len), which a run's config.json keeps."""
+    if config.block_len == "auto":
+        return "auto"
+    if config.block_len == "dataset":
+        if config.block_len_dataset is None:
+            raise ValueError("--block-len dataset: the block length is not resolved yet "
+                             "(blosa.train.dataset_block_len.resolve_dataset_block_len)")
+        return config.block_len_dataset
+    return int(config.block_len)
 
 
 def _module_of(model: nn.Module, parameter_name: str) -> nn.Module:

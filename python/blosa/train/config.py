@@ -8,6 +8,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 OPTIMIZERS = ("adadelta", "adam", "adamw", "sgd")
+BATCHINGS = ("bucket", "random")
+SST_PHRASES = ("distinct", "all")
 AMP_MODES = ("none", "bf16")
 DEVICES = ("cpu", "cuda")
 LR_SCHEDULES = ("constant", "linear", "cosine")
@@ -35,6 +37,10 @@ TASK_DEFAULTS: dict[str, dict] = {
                   epochs=20, hidden=100, vectors="wink-100d"),
 }
 
+# Settings the trainer fills in from the training data once it is read (after the run folder
+# was checked): they are no flags, and --resume compares them only then (run.py).
+FROM_DATA = ("block_len_dataset",)
+
 
 # Settings added after runs were made, with the value those runs ran with: their config.json
 # lacks them, and resuming or evaluating one must not see a changed setting.
@@ -56,12 +62,16 @@ class TrainConfig:
     hidden: int | None = None  # the encoder's hidden units (blosa.nn.build_encoder's hidden)
     head_hidden: int = 300  # the task head's fully connected layer
     head_activation: str | None = None
-    block_len: str = "auto"  # Bi-BloSAN's r: "auto" or an int, as a string
+    block_len: str = "auto"  # Bi-BloSAN's r: "auto", "dataset" or an int, as a string
+    block_len_dataset: int | None = None  # the r "dataset" resolved to (FROM_DATA)
     optimizer: str | None = None
     lr: float | None = None
     lr_schedule: str = "constant"  # the learning rate over the run's steps (build.lr_factor)
+    adadelta_rho: float | None = None  # None: torch's 0.9 (TensorFlow's: 0.95)
+    adadelta_eps: float | None = None  # None: torch's 1e-6 (TensorFlow's: 1e-8)
     batch_size: int | None = None
     eval_batch_size: int = 128
+    batching: str = "bucket"  # training batches: "bucket" (of similar lengths) or "random"
     dropout: float | None = None
     word_dropout: float = 0.0  # in training, a word reads as <unk> with this probability
     weight_decay: float | None = None
@@ -73,6 +83,7 @@ class TrainConfig:
     folds: int = 0  # k-fold cross-validation; 0: none (datasets without a test split default to 10)
     dev_fraction: float = 0.1  # of train, carved as dev where the dataset has none
     skip_bad_lines: bool = False
+    sst_phrases: str = "distinct"  # SST's training nodes: each "distinct" phrase once, or "all"
     device: str = "cpu"
     amp: str = "none"
     compile: bool = False
@@ -111,9 +122,10 @@ class TrainConfig:
         return cls(**values)
 
     def differences(self, other: "TrainConfig") -> dict[str, tuple]:
-        """{setting: (self's, other's)} for the settings that differ."""
+        """{setting: (self's, other's)} for the settings that differ, but for those the trainer
+        fills in from the data (FROM_DATA)."""
         a, b = dataclasses.asdict(self), dataclasses.asdict(other)
-        return {k: (a[k], b[k]) for k in a if a[k] != b[k]}
+        return {k: (a[k], b[k]) for k in a if a[k] != b[k] and k not in FROM_DATA}
 
 
 def validate(config: TrainConfig) -> None:
@@ -169,8 +181,9 @@ def validate(config: TrainConfig) -> None:
         bad("folds", f"{config.task} has a test split; cross-validation is for datasets "
                      "without one")
     if config.block_len != "auto":
-        if not config.block_len.isdigit() or int(config.block_len) < 1:
-            bad("block_len", f'must be "auto" or an int >= 1, got {config.block_len!r}')
+        if config.block_len != "dataset" and (not config.block_len.isdigit()
+                                              or int(config.block_len) < 1):
+            bad("block_len", f'must be "auto", "dataset" or an int >= 1, got {config.block_len!r}')
         if not config.encoder.startswith("biblosan"):
             bad("block_len", f"only Bi-BloSAN has blocks, not {config.encoder}")
     if config.vocab not in VOCABS:
@@ -183,3 +196,27 @@ def validate(config: TrainConfig) -> None:
         bad("device", "cuda was asked for, but torch sees no CUDA device here")
     if config.amp not in AMP_MODES:
         bad("amp", f"choose from {AMP_MODES}, got {config.amp!r}")
+    _validate_issue67_options(config, bad)
+
+
+def _validate_issue67_options(config: TrainConfig, bad) -> None:
+    """The options that bring a run closer to the authors' code: --block-len dataset's resolved
+    r, --sst-phrases, --batching, --adadelta-rho and --adadelta-eps."""
+    r = config.block_len_dataset
+    if r is not None and (config.block_len != "dataset" or isinstance(r, bool)
+                          or not isinstance(r, int) or r < 1):
+        bad("block_len", f"a resolved dataset block length {r!r} needs --block-len dataset and "
+                         "an int >= 1")
+    if config.sst_phrases not in SST_PHRASES:
+        bad("sst_phrases", f"choose from {SST_PHRASES}, got {config.sst_phrases!r}")
+    if config.sst_phrases != "distinct" and config.task not in ("sst1", "sst2"):
+        bad("sst_phrases", f"only SST (sst1, sst2) trains on phrases, not {config.task}")
+    if config.batching not in BATCHINGS:
+        bad("batching", f"choose from {BATCHINGS}, got {config.batching!r}")
+    for flag in ("adadelta_rho", "adadelta_eps"):
+        if getattr(config, flag) is not None and config.optimizer != "adadelta":
+            bad(flag, f"applies to --optimizer adadelta, not {config.optimizer}")
+    if config.adadelta_rho is not None and not 0 <= config.adadelta_rho < 1:
+        bad("adadelta_rho", f"must be in [0, 1), got {config.adadelta_rho}")
+    if config.adadelta_eps is not None and not 0 < config.adadelta_eps < 1:
+        bad("adadelta_eps", f"must be in (0, 1), got {config.adadelta_eps}")

@@ -17,6 +17,7 @@ from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
 from blosa.data import BucketBatchSampler, Vocab
+from blosa.data.batching import training_sampler
 from blosa.nn import SentenceEncoder
 from blosa.tasks import Task
 from blosa.train import checkpoint
@@ -100,9 +101,8 @@ class Trainer:
         self.ddp = (DistributedDataParallel(self.model,
                                             find_unused_parameters=task.unused_parameters)
                     if world.size > 1 else self.model)
-        self.sampler = BucketBatchSampler([task.length(e) for e in splits.train],
-                                          config.batch_size, shuffle=True, seed=config.seed,
-                                          rank=world.rank, world_size=world.size)
+        self.sampler = training_sampler(config.batching, [task.length(e) for e in splits.train],
+                                        config.batch_size, config.seed, world.rank, world.size)
         self.steps_per_epoch = len(self.sampler)
         if self.steps_per_epoch == 0:
             raise ValueError(f"the training split has {len(splits.train)} examples: too few "

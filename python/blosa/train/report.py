@@ -9,7 +9,7 @@ import statistics
 import subprocess
 from pathlib import Path
 
-from blosa.train.config import TrainConfig
+from blosa.train.config import FROM_DATA, TrainConfig
 from blosa.train.paper import paper_result
 
 
@@ -34,7 +34,8 @@ def command_of(config: TrainConfig) -> str:
         words += ["--preset", config.preset]
     for field in dataclasses.fields(config):
         name, value = field.name, getattr(config, field.name)
-        if name in ("task", "extra", "data_dir", "preset") or value == getattr(default, name):
+        if name in ("task", "extra", "data_dir", "preset", *FROM_DATA) \
+                or value == getattr(default, name):
             continue
         flag = flags.get(name, "--" + name.replace("_", "-"))
         if name == "fine_tune":

@@ -10,11 +10,12 @@ from blosa.train import distributed
 from blosa.tasks import build_task
 from blosa.train.build import described, make_splits, num_folds, read_dataset
 from blosa.train.config import TrainConfig, validate
+from blosa.train.dataset_block_len import describe, resolve_dataset_block_len
 from blosa.train.distributed import barrier
 from blosa.train.loop import Trainer
 from blosa.train.progress import Progress
 from blosa.train.report import source_commit
-from blosa.train.run_dir import RunDir, write_text_atomic
+from blosa.train.run_dir import RunDir, RunDirError, write_text_atomic
 
 
 def train(config: TrainConfig, out: str | Path, resume: bool = False, quiet: bool = False,
@@ -39,6 +40,7 @@ def train(config: TrainConfig, out: str | Path, resume: bool = False, quiet: boo
             progress.line(result_line(result))
             return result
         dataset, bad = read_dataset(config)
+        config, block_line = _from_data(config, dataset, run_dir, resuming)
         barrier(world)  # every process has checked the folder before rank 0 writes to it
         if world.is_main and not resuming:
             run_dir.create(config)
@@ -46,6 +48,8 @@ def train(config: TrainConfig, out: str | Path, resume: bool = False, quiet: boo
         progress.line(f"blosa train: {described(config)} -> {out}")
         progress.line(f"data: {dataset!r}" + (f"; skipped {len(bad)} malformed lines "
                                                 f"(--skip-bad-lines)" if len(bad) else ""))
+        if block_line:
+            progress.line(block_line)
         start = time.perf_counter()
         k = num_folds(config, dataset)
         if k:
@@ -60,6 +64,23 @@ def train(config: TrainConfig, out: str | Path, resume: bool = False, quiet: boo
         return result
     finally:
         distributed.shutdown(world)
+
+
+def _from_data(config: TrainConfig, dataset, run_dir: RunDir,
+               resuming: bool) -> tuple[TrainConfig, str | None]:
+    """(config with the settings the training data decides filled in, the line that logs them):
+    --block-len dataset's r. A resumed run must get the r it began with: another means the data
+    (or the formula) changed since."""
+    if config.block_len != "dataset":
+        return config, None
+    config, stats = resolve_dataset_block_len(config, dataset)
+    if resuming:
+        began = TrainConfig.load(run_dir.config).block_len_dataset
+        if began != config.block_len_dataset:
+            raise RunDirError(f"--resume: the run in {run_dir.path} began with block length "
+                              f"{began}, its training data gives {config.block_len_dataset} now "
+                              "(--block-len dataset): the data files changed")
+    return config, describe(config.block_len_dataset, stats, config.batch_size)
 
 
 def _one_run(config, dataset, fold, run_dir, world, progress, resuming) -> dict:

@@ -66,15 +66,17 @@ def parse_tree(text: str) -> tuple[list[str], list[tuple[int, int, int]]]:
 
 
 def read_sst(path: str | os.PathLike, bad: BadLines | None = None, classes: int = 5,
-             phrases: bool = False) -> list[Sentence]:
+             phrases: bool = False, duplicates: bool = False) -> list[Sentence]:
     """Read a file of SST trees.
 
     classes=5: labels 0-4 as in the file (SST-1); classes=2 (SST-2): label 2 (neutral) dropped,
     0 and 1 -> 0, 3 and 4 -> 1. phrases=False: one example per tree, its whole sentence with the
     root's label (how dev and test are scored); phrases=True: every node of every tree (the
-    training set of the paper), each distinct (phrase, label) once, in file order. A line that
-    is not a well-formed tree is malformed (reported to `bad`); blank lines are skipped. A file
-    without examples is a DataError.
+    training set of the paper), each distinct (phrase, label) once, in file order; with
+    duplicates=True every node of every tree, in file order (a tree's nodes in post-order), so a
+    phrase appears as often as the trees hold it, as in the authors' code. A line that is not a
+    well-formed tree is malformed (reported to `bad`); blank lines are skipped. A file without
+    examples is a DataError.
     """
     if classes not in (2, 5):
         raise ValueError(f"classes must be 5 (SST-1) or 2 (SST-2), got {classes!r}")
@@ -83,6 +85,7 @@ def read_sst(path: str | os.PathLike, bad: BadLines | None = None, classes: int 
     trees = 0
     sentences: list[Sentence] = []  # whole sentences: a repeated sentence is a repeated item
     distinct: dict[tuple[tuple[str, ...], int], None] = {}  # phrases: an ordered set
+    every: list[Sentence] = []  # phrases with duplicates: every kept node
     for lineno, text in read_lines(path):
         if not text.strip():
             continue
@@ -93,13 +96,19 @@ def read_sst(path: str | os.PathLike, bad: BadLines | None = None, classes: int 
             continue
         trees += 1
         words = tuple(words)  # slices of a tuple are tuples: one copy per phrase
-        if phrases:
+        if phrases and duplicates:
+            every.extend(Sentence(words[start:end], keep[label])
+                         for start, end, label in nodes if label in keep)
+        elif phrases:
             for start, end, label in nodes:
                 if label in keep:
                     distinct[words[start:end], keep[label]] = None
         elif nodes[-1][2] in keep:
             sentences.append(Sentence(words, keep[nodes[-1][2]]))
-    examples = [Sentence(*key) for key in distinct] if phrases else sentences
+    if phrases:
+        examples = every if duplicates else [Sentence(*key) for key in distinct]
+    else:
+        examples = sentences
     if not examples:
         raise DataError("no trees in the file" if not trees else
                         "no examples left after dropping the neutral label (2)", path)
