@@ -196,10 +196,10 @@ def validate(config: TrainConfig) -> None:
         bad("device", "cuda was asked for, but torch sees no CUDA device here")
     if config.amp not in AMP_MODES:
         bad("amp", f"choose from {AMP_MODES}, got {config.amp!r}")
-    _validate_issue67_options(config, bad)
+    _validate_fidelity_options(config, bad)
 
 
-def _validate_issue67_options(config: TrainConfig, bad) -> None:
+def _validate_fidelity_options(config: TrainConfig, bad) -> None:
     """The options that bring a run closer to the authors' code: --block-len dataset's resolved
     r, --sst-phrases, --batching, --adadelta-rho and --adadelta-eps."""
     r = config.block_len_dataset
