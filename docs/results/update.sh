@@ -4,7 +4,8 @@
 # docs/RESULTS.md's tables from the copies: Bi-BloSAN's rows (preset best), the other setups tried
 # (preset paper; ROW-best-VARIANT folders: the preset with flags added), then the encoders side by
 # side per task (preset best).
-# Usage: bash docs/results/update.sh [RUNS] (default runs/reproduce); PY=python to choose.
+# Usage: bash docs/results/update.sh [RUNS] (default runs/reproduce); PY=python to choose;
+# ABLATION_RUNS=runs also copies the finished runs of docs/results/queue.txt.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 RUNS=${1:-runs/reproduce}
@@ -38,3 +39,21 @@ for task in trec sst2; do
   # shellcheck disable=SC2086
   $PY -m blosa report --dev --paper $(rows "$task-biblosan-best") $others
 done
+# Issue 67's ablation (docs/RESULTS.md "What moves dev accuracy"): the runs of docs/results/
+# queue.txt, copied from runs/NAME into docs/results/ablation/NAME by ABLATION_RUNS=runs.
+if [ -n "${ABLATION_RUNS:-}" ]; then
+  for run in "$ABLATION_RUNS"/*/; do
+    [ -f "$run/result.json" ] || continue
+    name=$(basename "$run")
+    grep -q " $name " docs/results/queue.txt || continue
+    mkdir -p "docs/results/ablation/$name"
+    cp "$run/config.json" "$run/result.json" "docs/results/ablation/$name"
+  done
+fi
+if ls -d docs/results/ablation/*/ >/dev/null 2>&1; then
+  echo
+  echo "### One factor at a time (blosa report --ablation)"
+  echo
+  # shellcheck disable=SC2046
+  $PY -m blosa report --ablation $(ls -d docs/results/ablation/*/ | sort -V)
+fi
