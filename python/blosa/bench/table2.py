@@ -24,7 +24,7 @@ import time
 import torch
 import torch.nn.functional as F
 
-from blosa.bench import procmem
+from blosa.bench import flops, procmem
 from blosa.bench.cases import LABELS, paper_hidden
 from blosa.bench.provenance import commit, machine, today
 from blosa.bench.snli import TEST_PAIRS, TRAIN_PAIRS, VOCAB, NLIModel, pair_batch
@@ -81,6 +81,7 @@ def measure_encoder(name: str, device: str, steps: int, inference_batches: int, 
     static = sum(t.numel() * t.element_size() for t in tensors)
 
     model.train()
+    rate = flops.sgemm_gflops() if dev.type == "cpu" else None  # this run's, on its threads
     synchronize(dev)
     if dev.type == "cuda":
         torch.cuda.reset_peak_memory_stats(dev)
@@ -109,7 +110,13 @@ def measure_encoder(name: str, device: str, steps: int, inference_batches: int, 
         if procmem.is_oom(error):
             raise procmem.OutOfMemory(f"{name}: out of memory ({str(error)[:200]})") from None
         raise
+    # Matmul FLOPs of the very batches timed, counted after the timing (the counter's overhead).
+    model.train()
+    train_flops = statistics.fmean(flops.train_flops(model, b[:4], b[4]) for b in train[1:])
+    model.eval()
+    infer_flops = statistics.fmean(flops.inference_flops(model, b) for b in test)
     return dict(step_seconds=statistics.fmean(times[1:]), peak_mib=peak / procmem.MIB,
+                train_gflop=train_flops / 1e9, infer_gflop=infer_flops / 1e9, sgemm_gflops=rate,
                 static_mib=static / procmem.MIB, infer_seconds=statistics.fmean(infer), steps=steps,
                 inference_batches=inference_batches, threads=torch.get_num_threads(),
                 premise_len=statistics.fmean(b[0].shape[1] for b in train),
@@ -151,6 +158,20 @@ def _cell(value: float, reference: float | None, digits: int) -> str:
     return f"{value:,.{digits}f}{ratio}"
 
 
+def bound_multiple(result: dict, seconds: str, gflop: str) -> float | None:
+    """A measured time over its matmul bound (its matmul FLOPs at this run's sgemm rate), or None
+    without a rate (CUDA) or without matmuls."""
+    rate, work = result.get("sgemm_gflops"), result.get(gflop)
+    if not rate or not work:
+        return None
+    return result[seconds] / (work / rate)
+
+
+def _bound_cell(result: dict, seconds: str, gflop: str) -> str:
+    multiple = bound_multiple(result, seconds, gflop)
+    return "-" if multiple is None else f"{multiple:.2f} ({result[gflop]:.2f} GFLOP)"
+
+
 def markdown(results: dict, device: str, header: list[str]) -> str:
     """The table: paper and ours a column each, every number also as a ratio to Bi-BloSAN's."""
     epoch_steps = math.ceil(TRAIN_PAIRS / TRAIN_BATCH)
@@ -161,8 +182,8 @@ def markdown(results: dict, device: str, header: list[str]) -> str:
     ref_paper, ref_ours = PAPER_TABLE2["biblosan"], ours.get("biblosan")
     lines = [*header, "",
              "| Model | Time(s)/epoch, paper | Time(s)/epoch, ours | Memory(MB), paper | Memory(MB), ours "
-             "| Inference Time(s), paper | Inference Time(s), ours |",
-             "|---|---|---|---|---|---|---|"]
+             "| Inference Time(s), paper | Inference Time(s), ours | Training step, x bound | Inference, x bound |",
+             "|---|---|---|---|---|---|---|---|---|"]
     for name in results:
         base, backend = variant(name)
         paper = PAPER_TABLE2[base]
@@ -170,12 +191,14 @@ def markdown(results: dict, device: str, header: list[str]) -> str:
         label += " (reference attention)" if backend == "reference" else ""
         if name not in ours:
             error = results[name]["error"]
-            lines.append(f"| {label} | {paper[0]} | {error} | {paper[1]} | - | {paper[2]} | - |")
+            lines.append(f"| {label} | {paper[0]} | {error} | {paper[1]} | - | {paper[2]} | - | - | - |")
             continue
         cells = []
         for i, digits in enumerate((0, 0, 1)):
             cells += [_cell(paper[i], ref_paper[i], digits),
                       _cell(ours[name][i], ref_ours and ref_ours[i], digits)]
+        cells += [_bound_cell(results[name], "step_seconds", "train_gflop"),
+                  _bound_cell(results[name], "infer_seconds", "infer_gflop")]
         lines.append(f"| {label} | " + " | ".join(cells) + " |")
     first = next((r for r in results.values() if "error" not in r), None)
     if first:

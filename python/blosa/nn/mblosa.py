@@ -125,8 +125,10 @@ class MaskedBlockSelfAttention(nn.Module):
         # for every length, blocks are gathered by index (padding and reshaping guarded on r
         # not dividing n), and a traced graph has one more block, all padding (merging B and m
         # guards on m > 1): it has no real token, so the inter-block attention masks it out.
-        if torch.compiler.is_compiling() and n > 0:
-            m += 1
+        compiling = torch.compiler.is_compiling()
+        if compiling or torch.jit.is_tracing():  # a jit trace: no Python branch on its n
+            if compiling and n > 0:
+                m += 1
             pos = torch.arange(m, device=t.device)[:, None] * r + torch.arange(r, device=t.device)  # [m, r]
             past_end = pos >= n  # padding
             index = pos.clamp(max=n - 1)

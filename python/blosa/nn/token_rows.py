@@ -3,7 +3,6 @@ only the real tokens ("packed"), which skips the matmuls of padding."""
 from __future__ import annotations
 
 import torch
-from torch.fx.experimental.symbolic_shapes import statically_known_true
 
 from blosa._functorch import transform_active
 
@@ -55,8 +54,11 @@ class TokenRows:
         sentence are its block l): a broadcast over the block's r rows where they are contiguous,
         else a gather."""
         B, n = self.B, self.n
-        if not self.packed and statically_known_true(n == m * r):
+        if not self.packed and isinstance(n, int) and n == m * r:  # not a traced or symbolic n
             return (t.unflatten(-2, (B * m, r)) + blocks.unsqueeze(-2)).flatten(-3, -2)
-        pos = self.index if self.packed else torch.arange(B * n, device=t.device)
-        block = torch.div(pos, n, rounding_mode="floor") * m + torch.div(pos % n, r, rounding_mode="floor")
+        device = t.device
+        block = (torch.arange(B, device=device)[:, None] * m
+                 + torch.div(torch.arange(n, device=device), r, rounding_mode="floor")).flatten()  # [B*n]
+        if self.packed:
+            block = block.index_select(0, self.index)
         return t + blocks.index_select(-2, block)
