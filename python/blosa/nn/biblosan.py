@@ -44,8 +44,8 @@ class BiBloSA(nn.Module):
 
     def forward_rows(self, x: torch.Tensor, rows: TokenRows) -> torch.Tensor:
         """forward on rows (blosa.nn.token_rows): x [N, d_in] -> u_bi [N, 2d]."""
-        u = self.mblosa.forward_rows(self.fc(x)[:, 0], rows)  # [2, N, d]
-        return torch.cat([u[0], u[1]], dim=-1)
+        u = self.mblosa.forward_rows(self.fc(x).squeeze(1), rows)  # [2, N, d]
+        return torch.cat(u.unbind(0), dim=-1)
 
 
 class BiBloSAN(SentenceEncoder):

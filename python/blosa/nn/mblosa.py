@@ -143,14 +143,14 @@ class MaskedBlockSelfAttention(nn.Module):
         """Block vectors e [k, B*m, d] (and m) from the rows h [k, N, d]: block source2token v,
         inter-block attention o, gate."""
         B = rows.B
-        logits = self.block_score(self.block_hidden(h)[:, 0])[:, 0]  # [k, N, d], on rows only
+        logits = self.block_score(self.block_hidden(h).squeeze(1)).squeeze(1)  # [k, N, d], on rows only
         both = rows.padded(torch.cat([logits, h], dim=-1))  # [k, B, n, 2d]: one scatter, one pad
         both, mask_blocks, m = self.blocks(both, rows.mask, r)
         logits_b, h_b = both.split(self.d, dim=-1)
         v = masked_pool(logits_b, h_b, mask_blocks)  # [k, B*m, d]
         block_rows = TokenRows(self.block_mask(mask_blocks).view(B, m), packed=False)
         o = self.inter(v, block_rows, block_len=0)
-        gate = torch.sigmoid(self.gate(torch.cat([o, v], dim=-1))[:, 0])
+        gate = torch.sigmoid(self.gate(torch.cat([o, v], dim=-1)).squeeze(1))
         return gate * o + (1 - gate) * v, m
 
     def resolve_block_len(self, n) -> int:
@@ -181,8 +181,9 @@ class MaskedBlockSelfAttention(nn.Module):
         if self.use_global:
             e, m = self.global_context(h, rows, r)
             fg = rows.add_blocks(fg, self.fuse_blk(e), r, m)
-        gate = torch.sigmoid(fg[:, 1])
-        return rows.zero_padding(gate * self.act(fg[:, 0]) + (1 - gate) * x)
+        f, g = fg.unbind(1)  # unbind, not indexing: one backward op, not a zeroed copy each
+        gate = torch.sigmoid(g)
+        return rows.zero_padding(gate * self.act(f) + (1 - gate) * x)
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
         if self.stacked:

@@ -7,6 +7,7 @@ import math
 import torch
 from torch import nn
 
+from blosa.nn.dropout import dropout
 from blosa.nn.layers import check_width, get_activation
 
 
@@ -56,7 +57,7 @@ class StackedDense(nn.Module):
         N = x.shape[-2]
         if self.training and self.p > 0:
             # Dropout of an expanded input draws a mask per slice: independent, as separate layers'.
-            x = nn.functional.dropout(x.expand(k, 1 if self.shared_dropout else g, N, self.d_in), self.p)
+            x = dropout(x.expand(k, 1 if self.shared_dropout else g, N, self.d_in), self.p)
         x = x.expand(k, g, N, self.d_in).reshape(k * g, N, self.d_in)
         w = self.weight.view(k * g, self.d_in, self.d_out)
         if self.bias is None:

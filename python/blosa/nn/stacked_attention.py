@@ -50,7 +50,8 @@ class StackedMaskedAttention(nn.Module):
     def forward(self, x: torch.Tensor, rows: TokenRows, block_len: int = 0) -> torch.Tensor:
         dep_head = rows.padded(self.proj(x))  # [k, 2, B, n, d]
         value = rows.padded(x)  # [k, B, n, d]
-        out = [masked_block_attn(dep_head[i, 0], dep_head[i, 1], value[i], self.bias[i], rows.mask,
-                                 block_len, direction, self.scale, self.backend)
-               for i, direction in enumerate(self.directions)]
+        # unbind, not indexing: one backward op, not a zeroed copy a slice
+        out = [masked_block_attn(*dh.unbind(0), v, b, rows.mask, block_len, direction, self.scale, self.backend)
+               for dh, v, b, direction in zip(dep_head.unbind(0), value.unbind(0), self.bias.unbind(0),
+                                              self.directions)]
         return rows.rows(torch.stack(out))
