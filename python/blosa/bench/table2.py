@@ -218,7 +218,19 @@ def _notes(first: dict, device: str, epoch_steps: int, test_batches: int) -> str
             f"extrapolated from {first['inference_batches']}. Memory: the training steps' peak, "
             f"parameters and batches included, in MiB: {memory}. Padded lengths averaged "
             f"{first['premise_len']:.1f} (premises) and {first['hypothesis_len']:.1f} (hypotheses) "
-            "tokens. The paper's numbers: GTX 1080Ti, TensorFlow 1.3.")
+            "tokens. The paper's numbers: GTX 1080Ti, TensorFlow 1.3." + _bound_note(first))
+
+
+def _bound_note(first: dict) -> str:
+    """What the "x bound" columns mean, with this run's matmul rate (CPU runs only)."""
+    if not first.get("sgemm_gflops"):
+        return ""
+    return (f" x bound: a training step's (a test batch's) time over the time its matmul FLOPs (counted "
+            f"on the model by torch.utils.flop_counter, the mean of the batches timed; in parentheses) "
+            f"take at this machine's float32 matmul rate, {first['sgemm_gflops']:.0f} GFLOP/s on "
+            f"{first['threads']} thread(s) (a 1024 x 1024 matmul, timed in each encoder's run: the "
+            "first's here). Elementwise work, the masked_block_attn op and an LSTM's gate "
+            "nonlinearities count 0.")
 
 
 def main(argv: list[str] | None = None) -> None:
