@@ -122,3 +122,10 @@ def test_stacked_dropout_masks_are_independent_unless_shared(shared):
     assert not torch.equal(y[0], y[1])  # slices: always independent masks
     assert torch.equal(y[0, 0], y[0, 1]) == shared
     assert 0.45 < zeros.mean() < 0.55
+
+
+def test_former_layout_is_told_from_the_keys():
+    from blosa.nn.checkpoint_compat import former_layout
+
+    assert former_layout(PlainBiBloSAN(5, 4, 3).state_dict())
+    assert not former_layout(BiBloSAN(5, 4, block_len=3).state_dict())

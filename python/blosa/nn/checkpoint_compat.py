@@ -67,6 +67,11 @@ def convert_dense(sd: dict, old: list[str], new: str) -> bool:
     return True
 
 
+def former_layout(state_dict: dict) -> bool:
+    """Whether a state_dict holds mBloSA keys of the former layout (converted when loaded)."""
+    return any(key.endswith("fuse_f.linear.weight") for key in state_dict)
+
+
 def register_mblosa_compat(module) -> None:
     """A one-direction MaskedBlockSelfAttention loads its former keys (no prefix of its own)."""
     def hook(state_dict, prefix, *args):
