@@ -36,7 +36,9 @@ def dropout(x: torch.Tensor, p: float, training: bool = True) -> torch.Tensor:
     if sys.byteorder == "big":  # then the high word comes first
         low, high = high, low
     keep = (halves < torch.tensor([low, high], dtype=torch.int32)).view(-1)[:n].view(x.shape)
-    return torch.where(keep, x * (1.0 / (1.0 - p)), 0.0)
+    # A float mask times x, as F.dropout does: a bool-conditioned where (or masked_fill) costs
+    # ~20x a multiplication on this CPU, and the backward is one multiplication too.
+    return x * keep.to(x.dtype).mul_(1.0 / (1.0 - p))
 
 
 class Dropout(nn.Module):
