@@ -60,7 +60,7 @@ def test_the_table_gives_each_time_as_a_multiple_of_its_matmul_bound():
                 train_gflop=6.0, infer_gflop=1.5, sgemm_gflops=100.0)
     text = table2.markdown({"biblosan": ours}, "cpu", ["# header"])
     # 6 GFLOP at 100 GFLOP/s: 0.06 s, 0.3 s its 5.00x; 1.5 GFLOP: 0.015 s, 0.05 s its 3.33x
-    assert "| 5.00 (6.00 GFLOP) | 3.33 (1.50 GFLOP) |" in text
-    assert "100 GFLOP/s on 1 thread(s)" in text
+    assert "| 5.00 (6.00 GFLOP at 100 GFLOP/s) | 3.33 (1.50 GFLOP at 100 GFLOP/s) |" in text
+    assert "float32 matmul rate on 1 thread(s)" in text
     assert table2.bound_multiple({"step_seconds": 1.0, "train_gflop": 0.0, "sgemm_gflops": 50.0},
                                  "step_seconds", "train_gflop") is None
