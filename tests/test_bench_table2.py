@@ -64,3 +64,13 @@ def test_the_table_gives_each_time_as_a_multiple_of_its_matmul_bound():
     assert "float32 matmul rate on 1 thread(s)" in text
     assert table2.bound_multiple({"step_seconds": 1.0, "train_gflop": 0.0, "sgemm_gflops": 50.0},
                                  "step_seconds", "train_gflop") is None
+
+
+def test_interleaved_times_every_encoder_on_the_same_batches():
+    from blosa.bench import interleaved
+
+    results = interleaved.measure_interleaved(["multi_cnn", "biblosan"], steps=2, inference_batches=2, vocab=200)
+    for r in results.values():
+        assert r["step_seconds"] > 0 and r["infer_seconds"] > 0 and r["train_gflop"] > r["infer_gflop"] > 0
+    text = interleaved.markdown(results, ["# h"])
+    assert "| Multi-CNN |" in text and "| 480D Bi-BloSAN |" in text and "vs Multi-CNN" in text
