@@ -7,18 +7,40 @@ hidden sizes as in the paper's SNLI setup (600D baselines, 480D Bi-BloSAN). "inf
 no_grad forward in eval mode; "train": forward, a linear head's cross-entropy, backward and an
 Adadelta step. Each result's extra_info holds peak_mib, the step's peak memory above the
 parameters and inputs (static_mib), measured on its first step: on CPU in a child process of its
-own (blosa.bench.child), on CUDA from the allocator. Bi-BloSAN and DiSAN also run with
+own (blosa.bench.child), on CUDA from the allocator; on CPU also gflop, the step's matmul FLOPs
+(blosa.bench.flops), sgemm_gflops, this run's float32 matmul rate, and x_bound, the median time
+over the matmuls' time at that rate. Bi-BloSAN and DiSAN also run with
 backend="reference" (the attention written plainly, materializing the n x n x d scores): its
 extra_info and the summary at the end hold reference_over_fused, the whole model's time ratio.
 """
+import functools
+
 import pytest
 import torch
+import torch.nn.functional as F
 
-from blosa.bench import MODES, PAPER_ENCODERS, EncoderCase, build_case, measure
+from blosa.bench import MODES, PAPER_ENCODERS, EncoderCase, build_case, flops, measure
 from blosa.bench.steps import make_step
 
 VARIANTS = [(name, "auto") for name in PAPER_ENCODERS] + [("biblosan", "reference"), ("disan", "reference")]
 DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
+
+
+@functools.cache
+def _sgemm_gflops(threads: int) -> float:
+    return flops.sgemm_gflops()
+
+
+def _step_flops(built, mode: str) -> int:
+    """Matmul FLOPs of the step make_step(built, mode) times (the optimizer's update: none)."""
+    encoder, head = built.encoder, built.head
+    if mode == "inference":
+        return flops.inference_flops(encoder, (built.x, built.mask))
+    count = flops.count_flops(lambda: F.cross_entropy(head(encoder(built.x, built.mask)[1]),
+                                                      built.labels).backward())
+    encoder.zero_grad(set_to_none=True)
+    head.zero_grad(set_to_none=True)
+    return count
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -39,6 +61,11 @@ def test_model(benchmark, model_sizes, model_records, name, backend, mode, devic
     benchmark.pedantic(step, rounds=5, warmup_rounds=1, iterations=1)
 
     stats = getattr(benchmark, "stats", None)  # None under --benchmark-disable
+    if device == "cpu":
+        work, rate = _step_flops(built, mode), _sgemm_gflops(torch.get_num_threads())
+        benchmark.extra_info.update(gflop=round(work / 1e9, 4), sgemm_gflops=round(rate, 1))
+        if stats and work:
+            benchmark.extra_info["x_bound"] = round(stats.stats.median / (work / rate / 1e9), 3)
     record = dict(label=case.label, encoder=name, backend=backend, mode=mode, device=device, B=B, n=n,
                   d=d, peak_mib=memory.peak_mib, static_mib=memory.static_mib,
                   seconds=stats.stats.median if stats else None)

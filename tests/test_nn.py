@@ -77,7 +77,7 @@ def test_set_backend_switches_every_attention_and_keeps_state_dict():
     keys = list(model.state_dict())
     set_backend(model, "reference")
     attns = [m for m in model.modules() if hasattr(m, "backend")]
-    assert len(attns) == 4 and all(m.backend == "reference" for m in attns)  # 2 directions x (intra, inter)
+    assert len(attns) == 2 and all(m.backend == "reference" for m in attns)  # intra, inter (both directions each)
     assert list(model.state_dict()) == keys
     with pytest.raises(ValueError, match="backend"):
         set_backend(model, "tpu")
@@ -112,7 +112,7 @@ def test_batch_independence_check_catches_unmasked_padding_blocks():
     model = BiBloSAN(4, 8, block_len=2, backend="cpu").double().eval()
     # backward direction: a block sees the blocks after it, the last 3 being padding here.
     # (L=6 fills 3 whole blocks: with a padded last block h there would be 0 and so would v.)
-    model.bi_blosa.bw.__class__ = _UnmaskedBlocks
+    model.bi_blosa.mblosa.__class__ = _UnmaskedBlocks  # both directions (one stacked module)
     try:
         assert_batch_independent(model, 4, L=6, extra_len=6, seed=seed)
     except AssertionError as caught:
@@ -190,19 +190,20 @@ def test_block_len_changes_the_blocks():
     model = BiBloSAN(4, 3, block_len=2, backend="cpu").double().eval()
     x, mask = random_batch(2, 9, 4, lengths=[9, 6])
     a = model(x, mask)[1]
-    model.bi_blosa.fw.block_len = model.bi_blosa.bw.block_len = 3
+    model.bi_blosa.mblosa.block_len = 3
     b = model(x, mask)[1]
     assert not torch.allclose(a, b), f"block_len had no effect (seed={seed})"
 
 
 @pytest.mark.parametrize("name, shown", [
-    ("biblosan", "d=6, block_len=4"), ("biblosan_no_local", "d=6, block_len=4, use_local=False"),
-    ("biblosan_no_global", "d=6, block_len=4, use_global=False")])
+    ("biblosan", "d=6, direction=('forward', 'backward'), block_len=4"),
+    ("biblosan_no_local", "d=6, direction=('forward', 'backward'), block_len=4, use_local=False"),
+    ("biblosan_no_global", "d=6, direction=('forward', 'backward'), block_len=4, use_global=False")])
 def test_printed_model_shows_the_block_length(name, shown):
-    """print(model) shows each mBloSA's width, block length and ablations, as it shows each
-    attention's direction, scale and backend."""
+    """print(model) shows the mBloSAs' width, directions, block length and ablations, as it shows
+    each attention's directions, scale and backend."""
     printed = repr(build_encoder(name, 5, 6, block_len=4))
-    assert printed.count(f"MaskedBlockSelfAttention(\n      {shown}\n") == 2, printed
+    assert printed.count(f"MaskedBlockSelfAttention(\n      {shown}\n") == 1, printed
 
 
 def test_printed_layers_show_their_activation_and_heads():

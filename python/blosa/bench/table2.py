@@ -24,7 +24,7 @@ import time
 import torch
 import torch.nn.functional as F
 
-from blosa.bench import procmem
+from blosa.bench import flops, procmem
 from blosa.bench.cases import LABELS, paper_hidden
 from blosa.bench.provenance import commit, machine, today
 from blosa.bench.snli import TEST_PAIRS, TRAIN_PAIRS, VOCAB, NLIModel, pair_batch
@@ -81,6 +81,7 @@ def measure_encoder(name: str, device: str, steps: int, inference_batches: int, 
     static = sum(t.numel() * t.element_size() for t in tensors)
 
     model.train()
+    rate = flops.sgemm_gflops() if dev.type == "cpu" else None  # this run's, on its threads
     synchronize(dev)
     if dev.type == "cuda":
         torch.cuda.reset_peak_memory_stats(dev)
@@ -109,7 +110,15 @@ def measure_encoder(name: str, device: str, steps: int, inference_batches: int, 
         if procmem.is_oom(error):
             raise procmem.OutOfMemory(f"{name}: out of memory ({str(error)[:200]})") from None
         raise
+    if rate is not None:  # the better of before and after: a shared machine's stalls only slow it
+        rate = max(rate, flops.sgemm_gflops())
+    # Matmul FLOPs of the very batches timed, counted after the timing (the counter's overhead).
+    model.train()
+    train_flops = statistics.fmean(flops.train_flops(model, b[:4], b[4]) for b in train[1:])
+    model.eval()
+    infer_flops = statistics.fmean(flops.inference_flops(model, b) for b in test)
     return dict(step_seconds=statistics.fmean(times[1:]), peak_mib=peak / procmem.MIB,
+                train_gflop=train_flops / 1e9, infer_gflop=infer_flops / 1e9, sgemm_gflops=rate,
                 static_mib=static / procmem.MIB, infer_seconds=statistics.fmean(infer), steps=steps,
                 inference_batches=inference_batches, threads=torch.get_num_threads(),
                 premise_len=statistics.fmean(b[0].shape[1] for b in train),
@@ -151,6 +160,22 @@ def _cell(value: float, reference: float | None, digits: int) -> str:
     return f"{value:,.{digits}f}{ratio}"
 
 
+def bound_multiple(result: dict, seconds: str, gflop: str) -> float | None:
+    """A measured time over its matmul bound (its matmul FLOPs at this run's sgemm rate), or None
+    without a rate (CUDA) or without matmuls."""
+    rate, work = result.get("sgemm_gflops"), result.get(gflop)
+    if not rate or not work:
+        return None
+    return result[seconds] / (work / rate)
+
+
+def _bound_cell(result: dict, seconds: str, gflop: str) -> str:
+    multiple = bound_multiple(result, seconds, gflop)
+    if multiple is None:
+        return "-"
+    return f"{multiple:.2f} ({result[gflop]:.2f} GFLOP at {result['sgemm_gflops']:.0f} GFLOP/s)"
+
+
 def markdown(results: dict, device: str, header: list[str]) -> str:
     """The table: paper and ours a column each, every number also as a ratio to Bi-BloSAN's."""
     epoch_steps = math.ceil(TRAIN_PAIRS / TRAIN_BATCH)
@@ -161,8 +186,8 @@ def markdown(results: dict, device: str, header: list[str]) -> str:
     ref_paper, ref_ours = PAPER_TABLE2["biblosan"], ours.get("biblosan")
     lines = [*header, "",
              "| Model | Time(s)/epoch, paper | Time(s)/epoch, ours | Memory(MB), paper | Memory(MB), ours "
-             "| Inference Time(s), paper | Inference Time(s), ours |",
-             "|---|---|---|---|---|---|---|"]
+             "| Inference Time(s), paper | Inference Time(s), ours | Training step, x bound | Inference, x bound |",
+             "|---|---|---|---|---|---|---|---|---|"]
     for name in results:
         base, backend = variant(name)
         paper = PAPER_TABLE2[base]
@@ -170,12 +195,14 @@ def markdown(results: dict, device: str, header: list[str]) -> str:
         label += " (reference attention)" if backend == "reference" else ""
         if name not in ours:
             error = results[name]["error"]
-            lines.append(f"| {label} | {paper[0]} | {error} | {paper[1]} | - | {paper[2]} | - |")
+            lines.append(f"| {label} | {paper[0]} | {error} | {paper[1]} | - | {paper[2]} | - | - | - |")
             continue
         cells = []
         for i, digits in enumerate((0, 0, 1)):
             cells += [_cell(paper[i], ref_paper[i], digits),
                       _cell(ours[name][i], ref_ours and ref_ours[i], digits)]
+        cells += [_bound_cell(results[name], "step_seconds", "train_gflop"),
+                  _bound_cell(results[name], "infer_seconds", "infer_gflop")]
         lines.append(f"| {label} | " + " | ".join(cells) + " |")
     first = next((r for r in results.values() if "error" not in r), None)
     if first:
@@ -195,7 +222,19 @@ def _notes(first: dict, device: str, epoch_steps: int, test_batches: int) -> str
             f"extrapolated from {first['inference_batches']}. Memory: the training steps' peak, "
             f"parameters and batches included, in MiB: {memory}. Padded lengths averaged "
             f"{first['premise_len']:.1f} (premises) and {first['hypothesis_len']:.1f} (hypotheses) "
-            "tokens. The paper's numbers: GTX 1080Ti, TensorFlow 1.3.")
+            "tokens. The paper's numbers: GTX 1080Ti, TensorFlow 1.3." + _bound_note(first))
+
+
+def _bound_note(first: dict) -> str:
+    """What the "x bound" columns mean, with this run's matmul rate (CPU runs only)."""
+    if not first.get("sgemm_gflops"):
+        return ""
+    return (f" x bound: a training step's (a test batch's) time over the time its matmul FLOPs (counted "
+            f"on the model by torch.utils.flop_counter, the mean of the batches timed; in parentheses) "
+            f"take at this machine's float32 matmul rate on {first['threads']} thread(s) (the best "
+            "1024 x 1024 matmul, timed before and after each encoder's steps: after the FLOPs in "
+            "parentheses; a machine shared with other jobs gives each encoder's run its own). "
+            "Elementwise work, the masked_block_attn op and an LSTM's gate nonlinearities count 0.")
 
 
 def main(argv: list[str] | None = None) -> None:

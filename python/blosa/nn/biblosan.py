@@ -5,13 +5,20 @@ import torch
 from torch import nn
 
 from blosa.nn.encoder import SentenceEncoder
-from blosa.nn.layers import Dense, check_width, checked_mask
+from blosa.nn.checkpoint_compat import register_bi_blosa_compat
+from blosa.nn.layers import check_width, checked_mask
 from blosa.nn.mblosa import MaskedBlockSelfAttention
 from blosa.nn.source2token import Source2Token
+from blosa.nn.stacked import StackedDense
+from blosa.nn.token_rows import TokenRows
 
 
 class BiBloSA(nn.Module):
     """Two untied dense layers on the embeddings, a forward and a backward mBloSA, concatenated.
+
+    Both directions run as one (blosa.nn.mblosa, a direction tuple): fc.weight [2, 1, d_in, d]
+    holds the two dense layers, mblosa the two mBloSAs. Former checkpoints (fc_fw, fc_bw, fw, bw)
+    load, converted (blosa.nn.checkpoint_compat).
 
     Shapes: x [B, n, d_in], mask [B, n] bool (None: every token real) -> u_bi [B, n, 2d]
     ([u_fw; u_bw], 0 at padding).
@@ -26,14 +33,19 @@ class BiBloSA(nn.Module):
         self.d_in = d_in
         kw = dict(block_len=block_len, activation=activation, dropout=dropout, scale=scale,
                   backend=backend, use_local=use_local, use_global=use_global)
-        self.fc_fw = Dense(d_in, d, activation=activation, dropout=dropout)
-        self.fc_bw = Dense(d_in, d, activation=activation, dropout=dropout)
-        self.fw = MaskedBlockSelfAttention(d, "forward", **kw)
-        self.bw = MaskedBlockSelfAttention(d, "backward", **kw)
+        self.fc = StackedDense(2, 1, d_in, d, activation=activation, dropout=dropout)
+        self.mblosa = MaskedBlockSelfAttention(d, ("forward", "backward"), **kw)
+        register_bi_blosa_compat(self)
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
         mask = checked_mask(x, mask, self.d_in)
-        return torch.cat([self.fw(self.fc_fw(x), mask), self.bw(self.fc_bw(x), mask)], dim=-1)
+        rows = TokenRows(mask)
+        return rows.padded(self.forward_rows(rows.rows(x), rows))
+
+    def forward_rows(self, x: torch.Tensor, rows: TokenRows) -> torch.Tensor:
+        """forward on rows (blosa.nn.token_rows): x [N, d_in] -> u_bi [N, 2d]."""
+        u = self.mblosa.forward_rows(self.fc(x).squeeze(1), rows)  # [2, N, d]
+        return torch.cat(u.unbind(0), dim=-1)
 
 
 class BiBloSAN(SentenceEncoder):
@@ -67,5 +79,8 @@ class BiBloSAN(SentenceEncoder):
         self.token_dim = self.sentence_dim = d_out
 
     def encode(self, x: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        u = x if self.bi_blosa is None else self.bi_blosa(x, mask)
-        return u, self.s2t(u, mask)
+        rows = TokenRows(mask)
+        x_rows = rows.rows(x)
+        u_rows = x_rows if self.bi_blosa is None else self.bi_blosa.forward_rows(x_rows, rows)
+        u = x if self.bi_blosa is None else rows.padded(u_rows)
+        return u, self.s2t.forward_rows(u_rows, u, rows)

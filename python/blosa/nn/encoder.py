@@ -7,6 +7,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from blosa.nn.dropout import Dropout
 from blosa.nn.layers import check_width, checked_mask, dropout_places, zero_padding
 
 
@@ -36,8 +37,8 @@ class SentenceEncoder(nn.Module):
         self.d_in = d_in
         places = dropout_places(dropout_at)
         self.dense_dropout = dropout if "dense" in places else 0.0
-        self.in_drop = nn.Dropout(dropout) if "input" in places and dropout > 0 else nn.Identity()
-        self.out_drop = nn.Dropout(dropout) if "output" in places and dropout > 0 else nn.Identity()
+        self.in_drop = Dropout(dropout) if "input" in places and dropout > 0 else nn.Identity()
+        self.out_drop = Dropout(dropout) if "output" in places and dropout > 0 else nn.Identity()
 
     def encode(self, x: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         raise NotImplementedError

@@ -10,6 +10,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from blosa.nn.dropout import Dropout
 from blosa._validate import check_dense
 
 ACTIVATIONS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
@@ -73,7 +74,7 @@ class Dense(nn.Module):
         super().__init__()
         self.linear = glorot_(nn.Linear(d_in, d_out, bias=bias))
         self.act = None if activation is None else get_activation(activation)
-        self.dropout = nn.Dropout(dropout) if dropout > 0 else nn.Identity()
+        self.dropout = Dropout(dropout) if dropout > 0 else nn.Identity()
 
     def extra_repr(self) -> str:
         """The activation by its ACTIVATIONS name, or the callable's own."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from blosa.nn.dropout import Dropout
 from blosa._validate import check_direction, check_scale
 from blosa.nn.layers import Dense, check_width, checked_mask
 from blosa.ops import BACKENDS, masked_block_attn
@@ -31,7 +32,7 @@ class MaskedAttention(nn.Module):
         self.direction = direction
         self.scale = scale
         self.backend = backend
-        self.dropout = nn.Dropout(dropout) if dropout > 0 else nn.Identity()
+        self.dropout = Dropout(dropout) if dropout > 0 else nn.Identity()
         self.w1 = Dense(d, d, bias=False)  # key side ("dependent")
         self.w2 = Dense(d, d, bias=False)  # query side ("head")
         self.bias = nn.Parameter(torch.zeros(d))

@@ -12,6 +12,7 @@ from blosa.nn.biblosan import BiBloSAN
 from blosa.nn.disan import DiSAN
 from blosa.nn.encoder import SentenceEncoder
 from blosa.nn.masked_attention import MaskedAttention
+from blosa.nn.stacked_attention import StackedMaskedAttention
 
 ENCODERS: dict[str, Callable[..., SentenceEncoder]] = {
     "biblosan": BiBloSAN,
@@ -64,6 +65,6 @@ def set_backend(model: nn.Module, backend: str) -> nn.Module:
     """Make every masked attention inside `model` use `backend` ("auto", "cpu", "cuda",
     "triton", "reference"); parameters and state_dict are unchanged. Returns model."""
     for m in model.modules():
-        if isinstance(m, MaskedAttention):
+        if isinstance(m, (MaskedAttention, StackedMaskedAttention)):
             m.backend = backend
     return model

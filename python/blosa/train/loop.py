@@ -19,6 +19,7 @@ from torch.nn.parallel import DistributedDataParallel
 from blosa.data import BucketBatchSampler, Vocab
 from blosa.data.batching import training_sampler
 from blosa.nn import SentenceEncoder
+from blosa.nn.checkpoint_compat import former_layout
 from blosa.tasks import Task
 from blosa.train import checkpoint
 from blosa.train.build import (Splits, build_model, build_optimizer, build_scheduler,
@@ -145,7 +146,16 @@ class Trainer:
                              "the data files changed since the run began")
         state = checkpoint.load(self.dir.last, self.config.device)
         self.model.load_state_dict(state["model"])
-        self.optimizer.load_state_dict(state["optimizer"])
+        try:
+            self.optimizer.load_state_dict(state["optimizer"])
+        except ValueError as error:
+            if not former_layout(state["model"]):
+                raise
+            raise ValueError(
+                f"{self.dir.last} was saved before Bi-BloSA's layers were stacked (blosa.nn.stacked): "
+                "its weights load, converted, but its optimizer's state is per former parameter and "
+                "does not fit. Finish this run with the blosa it began with, or start a new run "
+                "(its best.pt's weights load into a new model with load_state_dict)") from error
         if "scheduler" in state:  # checkpoints before --lr-schedule ran at a constant rate
             self.scheduler.load_state_dict(state["scheduler"])
         self.step, self.epoch, self.position = state["step"], state["epoch"], state["position"]

@@ -7,6 +7,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from blosa.nn.dropout import Dropout
 from blosa.nn.encoder import SentenceEncoder
 from blosa.nn.layers import Dense, check_width, get_activation, glorot_, zero_padding
 from blosa.nn.source2token import Source2Token
@@ -42,7 +43,7 @@ class MultiCNN(SentenceEncoder):
             check_width("filters", filters)
         self.convs = nn.ModuleList(glorot_(nn.Conv1d(d_in, filters, k)) for k in widths)
         self.act = get_activation(activation)
-        self.conv_dropout = nn.Dropout(self.dense_dropout) if self.dense_dropout > 0 else nn.Identity()
+        self.conv_dropout = Dropout(self.dense_dropout) if self.dense_dropout > 0 else nn.Identity()
         self.token_dim = self.sentence_dim = filters * len(widths)
 
     def encode(self, x: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -66,7 +67,7 @@ class HrchyCNN(SentenceEncoder):
         p = self.dense_dropout
         self.in_proj = Dense(d_in, hidden, dropout=p)
         self.convs = nn.ModuleList(glorot_(nn.Conv1d(hidden, 2 * hidden, kernel)) for _ in range(layers))
-        self.conv_dropout = nn.Dropout(p) if p > 0 else nn.Identity()
+        self.conv_dropout = Dropout(p) if p > 0 else nn.Identity()
         self.out_proj = Dense(hidden, hidden, dropout=p)
         self.s2t = Source2Token(hidden, activation=activation, dropout=p)
         self.token_dim = self.sentence_dim = hidden

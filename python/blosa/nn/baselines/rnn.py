@@ -5,6 +5,7 @@ import torch
 from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
+from blosa.nn.dropout import Dropout
 from blosa.nn.encoder import SentenceEncoder
 from blosa.nn.layers import glorot_
 from blosa.nn.source2token import Source2Token
@@ -32,7 +33,7 @@ class _BiRNN(SentenceEncoder):
     def __init__(self, d_in: int, hidden: int = 300, activation="relu", dropout: float = 0.0,
                  dropout_at=("dense",)):
         super().__init__(d_in, hidden, dropout, dropout_at)
-        self.rnn_dropout = nn.Dropout(self.dense_dropout) if self.dense_dropout > 0 else nn.Identity()
+        self.rnn_dropout = Dropout(self.dense_dropout) if self.dense_dropout > 0 else nn.Identity()
         self.rnn = glorot_(self.rnn_class(d_in, hidden, batch_first=True, bidirectional=True))
         self.s2t = Source2Token(2 * hidden, activation=activation, dropout=self.dense_dropout)
         self.token_dim = self.sentence_dim = 2 * hidden
