@@ -210,6 +210,7 @@ def test_adadelta_constants_reach_the_optimizer(seed):
     config = TrainConfig(task="trec", adadelta_rho=rho, adadelta_eps=eps).resolved()
     assert config.optimizer == "adadelta"
     validate(config)
+    torch.manual_seed(seed)
     model = nn.Sequential(nn.Linear(3, 4), nn.Linear(4, 2))
     optimizer = build_optimizer(config, model)
     assert isinstance(optimizer, torch.optim.Adadelta)
@@ -218,17 +219,19 @@ def test_adadelta_constants_reach_the_optimizer(seed):
         assert group["eps"] == (1e-6 if eps is None else eps)
     # one step with these constants is Adadelta's step with them
     x = torch.randn(5, 3, generator=torch.Generator().manual_seed(seed))
+    copies = [p.detach().clone().requires_grad_() for p in model.parameters()]
+    # The trainer's L2 (--weight-decay) is on the weight matrices only, as build_optimizer says.
     reference = torch.optim.Adadelta(
-        [p.detach().clone().requires_grad_() for p in model.parameters()], lr=config.lr,
+        [dict(params=copies[0::2], weight_decay=config.weight_decay),
+         dict(params=copies[1::2], weight_decay=0.0)], lr=config.lr,
         rho=0.9 if rho is None else rho, eps=1e-6 if eps is None else eps)
-    for opt, params in ((optimizer, list(model.parameters())),
-                        (reference, reference.param_groups[0]["params"])):
+    for opt, params in ((optimizer, list(model.parameters())), (reference, copies)):
         loss = nn.functional.linear(nn.functional.linear(x, params[0], params[1]), params[2],
                                     params[3]).square().sum()
         opt.zero_grad()
         loss.backward()
         opt.step()
-    for a, b in zip(model.parameters(), reference.param_groups[0]["params"]):
+    for a, b in zip(model.parameters(), copies):
         assert torch.allclose(a, b, atol=0, rtol=1e-6)
 
 

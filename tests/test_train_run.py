@@ -39,10 +39,12 @@ def test_run_folder_metrics_and_last_line(tmp_path, capsys):
     train_file = write_generic(tmp_path / "train.txt", rng, 300)
     test_file = write_generic(tmp_path / "test.txt", rng, 80)
     out = tmp_path / "run"
+    # No dropout and lr 1e-2: a 6-unit model then learns the task in 40 steps from any seed
+    # (with the generic task's dropout 0.4 and lr 3e-3 most seeds stay at chance that long).
     code = main(["train", "--task", "generic", "--train", str(train_file), "--test",
                  str(test_file), "--hidden", "6", "--head-hidden", "6", "--optimizer", "adam",
-                 "--lr", "3e-3", "--batch-size", "16", "--max-steps", "40", "--eval-every", "10",
-                 "--out", str(out), "--quiet"])
+                 "--lr", "1e-2", "--dropout", "0", "--batch-size", "16", "--max-steps", "40",
+                 "--eval-every", "10", "--out", str(out), "--quiet"])
     assert code == 0
     lines = capsys.readouterr().out.strip().splitlines()
     result = json.loads((out / "result.json").read_text())

@@ -152,10 +152,11 @@ class Trainer:
             if not former_layout(state["model"]):
                 raise
             raise ValueError(
-                f"{self.dir.last} was saved before Bi-BloSA's layers were stacked (blosa.nn.stacked): "
-                "its weights load, converted, but its optimizer's state is per former parameter and "
-                "does not fit. Finish this run with the blosa it began with, or start a new run "
-                "(its best.pt's weights load into a new model with load_state_dict)") from error
+                f"{self.dir.last} was saved before Bi-BloSA's layers were stacked "
+                "(blosa.nn.stacked): its weights load, converted, but its optimizer's state is "
+                "per former parameter and does not fit. Finish this run with the blosa it began "
+                "with, or start a new run (its best.pt's weights load into a new model with "
+                "load_state_dict)") from error
         if "scheduler" in state:  # checkpoints before --lr-schedule ran at a constant rate
             self.scheduler.load_state_dict(state["scheduler"])
         self.step, self.epoch, self.position = state["step"], state["epoch"], state["position"]
