@@ -56,3 +56,33 @@ def test_two_processes_match_one(tmp_path, options):
     # same checkpoint evaluated whole in one process.
     tested = json.loads((two / "result.json").read_text())["test"]
     assert evaluate_run(two, "test") == {"split": "test", **tested}
+
+
+def torchrun(out, *extra, env=None):
+    return subprocess.run(
+        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
+         WORKER, "train", *RESUME_ARGS, "--out", str(out), *extra],
+        capture_output=True, text=True, timeout=600, env={**os.environ, **(env or {})})
+
+
+# Dropout and word dropout on: each process draws its own masks (their batches differ), so each
+# must resume from its own generators' state.
+RESUME_ARGS = ["--task", "trec", "--hidden", "6", "--head-hidden", "6", "--vectors", "glove-50d",
+               "--batch-size", "32", "--dropout", "0.3", "--word-dropout", "0.2", "--max-steps",
+               "12", "--eval-every", "3", "--seed", "5", "--quiet", "--block-len", "3"]
+
+
+def test_two_processes_killed_and_resumed_end_where_an_uninterrupted_pair_ends(tmp_path):
+    whole, killed = tmp_path / "whole", tmp_path / "killed"
+    assert torchrun(whole).returncode == 0
+    died = torchrun(killed, env={"BLOSA_TEST_DIE_AFTER_STEP": "6"})
+    assert died.returncode != 0 and not (killed / "result.json").exists()
+    assert torch.load(killed / "last.pt", weights_only=True)["step"] == 6
+    resumed = torchrun(killed, "--resume")
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    for rank in (0, 1):
+        a = torch.load(whole / f"rank{rank}.pt", weights_only=True)
+        b = torch.load(killed / f"rank{rank}.pt", weights_only=True)
+        for key, value in a.items():
+            assert torch.equal(value, b[key]), (rank, key)
+    assert (whole / "metrics.jsonl").read_text() == (killed / "metrics.jsonl").read_text()
