@@ -66,6 +66,15 @@ def test_export_auto_block_len(strict):
     refusal = ValueError if not strict else torch._dynamo.exc.Unsupported
     with pytest.raises(refusal, match='block_len="auto" takes r from the padded length.*int block_len'):
         torch.export.export(model, (x, mask), dynamic_shapes=(length, length), strict=strict)
+    if not strict and torch.__version__ < "2.14":
+        # Since the layers were stacked (blosa.nn.stacked), torch 2.11's non-strict export cannot
+        # prove a guard its contiguity check adds on a symbolic batch size with a fixed length
+        # (Min(36 B, 72 B) == 36 B), with any block length; strict export, or a symbolic length
+        # too, exports (README).
+        with pytest.raises((torch._dynamo.exc.UserError, torch._dynamo.exc.Unsupported),
+                           match="Constraints violated"):
+            torch.export.export(model, (x, mask), dynamic_shapes=(batch, batch), strict=strict)
+        return
     exported = torch.export.export(model, (x, mask), dynamic_shapes=(batch, batch), strict=strict).module()
     x, mask = random_batch(5, 9, 5)
     for got, want in zip(exported(x, mask), model(x, mask)):
