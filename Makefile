@@ -90,7 +90,7 @@ test-torch-min:
 	  TORCH=$(TORCH_MIN) NUMPY=$(NUMPY_MIN) SKIP_TESTS="$(MIN_SKIP)" TRITON_STRIDE=$(TRITON_STRIDE)
 
 # The main job: Bi-BloSAN on TREC from its real files (../shared/data when it is there, else the
-# official files fetched into the cache), about 6 minutes on 2 CPU cores; the run's folder is
+# official files fetched into the cache), about 2 minutes on 2 CPU cores; the run's folder is
 # runs/trec-biblosan-TIME. TRAIN_ARGS adds or overrides flags (see `blosa train --help`).
 # The preset "best" (python/blosa/train/presets.py) is Bi-BloSAN with 150 hidden units, Adam 1e-3,
 # dropout 0.4, 20 epochs.
