@@ -23,7 +23,8 @@ from blosa.bench import flops
 from blosa.bench.cases import LABELS, paper_hidden
 from blosa.bench.provenance import commit, machine, today
 from blosa.bench.snli import VOCAB, NLIModel, pair_batch
-from blosa.bench.table2 import PAPER_TABLE2, TEST_BATCH, TRAIN_BATCH, WEIGHT_DECAY, _train_step, bound_multiple
+from blosa.bench.table2 import (PAPER_TABLE2, TEST_BATCH, TRAIN_BATCH, WEIGHT_DECAY, _train_step,
+                                 bound_multiple, emit)
 
 
 def measure_interleaved(names: list[str], steps: int, inference_batches: int, vocab: int = VOCAB,
@@ -105,11 +106,8 @@ def main(argv: list[str] | None = None) -> None:
     command = "python -m blosa.bench.interleaved " + " ".join(sys.argv[1:] if argv is None else argv)
     header = ["# Table 2's encoders, interleaved", "",
               f"{today()}, {machine('cpu')}, commit {commit()}: `{command.strip()}`"]
-    table = markdown(measure_interleaved(args.encoders, args.steps, args.inference_batches), header)
-    print(table)
-    if args.out:
-        with open(args.out, "w") as f:
-            f.write(table + "\n")
+    emit(markdown(measure_interleaved(args.encoders, args.steps, args.inference_batches), header),
+         args.out)
 
 
 if __name__ == "__main__":

@@ -237,6 +237,14 @@ def _bound_note(first: dict) -> str:
             "Elementwise work, the masked_block_attn op and an LSTM's gate nonlinearities count 0.")
 
 
+def emit(table: str, out: str | None) -> None:
+    """Print a markdown table, and write it to the file `out` too where one is named."""
+    print(table)
+    if out:
+        with open(out, "w") as f:
+            f.write(table + "\n")
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m blosa.bench.table2", description=__doc__.splitlines()[0])
     parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
@@ -271,11 +279,7 @@ def main(argv: list[str] | None = None) -> None:
         rows += [f"{name}[reference]" for name in ("disan", "biblosan") if name in args.encoders]
     results = measure_all(rows, args.device, args.steps, args.inference_batches, args.threads,
                           lambda row: print(f"measuring {row}...", file=sys.stderr, flush=True))
-    table = markdown(results, args.device, header)
-    print(table)
-    if args.out:
-        with open(args.out, "w") as f:
-            f.write(table + "\n")
+    emit(markdown(results, args.device, header), args.out)
 
 
 if __name__ == "__main__":

@@ -10,7 +10,22 @@ from blosa.nn.layers import Dense, check_width, checked_mask
 from blosa.ops import BACKENDS, masked_block_attn
 
 
-class MaskedAttention(nn.Module):
+class BackendChoice:
+    """A `backend` attribute checked against blosa.ops.BACKENDS when set (the attention modules'
+    kernel choice; blosa.nn.set_backend sets it across a model)."""
+
+    @property
+    def backend(self) -> str:
+        return self._backend
+
+    @backend.setter
+    def backend(self, value: str) -> None:
+        if value not in BACKENDS:
+            raise ValueError(f"backend must be one of {BACKENDS}, got {value!r}")
+        self._backend = value
+
+
+class MaskedAttention(BackendChoice, nn.Module):
     """s_j = sum_i P^j_i * x_i, P^j = softmax_i(c tanh((W1 x_i + W2 x_j + b1) / c) + M_ij).
 
     W1, W2 [d, d] without bias (b1 [d], zero-initialized, plays the bias); the values are the
@@ -36,16 +51,6 @@ class MaskedAttention(nn.Module):
         self.w1 = Dense(d, d, bias=False)  # key side ("dependent")
         self.w2 = Dense(d, d, bias=False)  # query side ("head")
         self.bias = nn.Parameter(torch.zeros(d))
-
-    @property
-    def backend(self) -> str:
-        return self._backend
-
-    @backend.setter
-    def backend(self, value: str) -> None:
-        if value not in BACKENDS:
-            raise ValueError(f"backend must be one of {BACKENDS}, got {value!r}")
-        self._backend = value
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None, block_len: int = 0) -> torch.Tensor:
         mask = checked_mask(x, mask, self.d)

@@ -8,10 +8,11 @@ from blosa._validate import check_direction, check_scale
 from blosa.nn.layers import check_width
 from blosa.nn.stacked import StackedDense
 from blosa.nn.token_rows import TokenRows
-from blosa.ops import BACKENDS, masked_block_attn
+from blosa.nn.masked_attention import BackendChoice
+from blosa.ops import masked_block_attn
 
 
-class StackedMaskedAttention(nn.Module):
+class StackedMaskedAttention(BackendChoice, nn.Module):
     """MaskedAttention (the same math) for k directions with their own parameters: direction i's
     s_j = sum_i P^j_i * x_i, P^j = softmax_i(c tanh((W1 x_i + W2 x_j + b1) / c) + M_ij).
 
@@ -33,16 +34,6 @@ class StackedMaskedAttention(nn.Module):
         self.d, self.directions, self.scale, self.backend = d, tuple(directions), scale, backend
         self.proj = StackedDense(len(directions), 2, d, d, bias=False, dropout=dropout, shared_dropout=True)
         self.bias = nn.Parameter(torch.zeros(len(directions), d))
-
-    @property
-    def backend(self) -> str:
-        return self._backend
-
-    @backend.setter
-    def backend(self, value: str) -> None:
-        if value not in BACKENDS:
-            raise ValueError(f"backend must be one of {BACKENDS}, got {value!r}")
-        self._backend = value
 
     def extra_repr(self) -> str:
         return f"directions={self.directions!r}, scale={self.scale}, backend={self.backend!r}"
