@@ -66,8 +66,9 @@ def test_frozen_rows_read_beyond_the_trained_ones_and_no_gradient_reaches_them()
     torch.testing.assert_close(embedding.weight.grad, counts[:, None].expand(7, 3))
     assert set(embedding.state_dict()) == {"weight", "frozen_digest"}  # not the rows
 
-    # Word dropout drops trained words to <unk>; the frozen rows are read as they are.
-    embedding.word_dropout = 0.999
+    # Word dropout drops trained words to <unk>; the frozen rows are read as they are (at p = 1
+    # every time: at 0.999 one word in a thousand stayed and the test failed now and then).
+    embedding.word_dropout = 1.0  # every trained word dropped (torch.rand < 1 always)
     out = embedding.train()(ids)
     beyond = ids >= 7
     torch.testing.assert_close(out[beyond], table[ids][beyond])
