@@ -11,7 +11,8 @@ import pytest
 
 from blosa.cli import _config, main, parser
 from blosa.train.config import TrainConfig
-from blosa.train.inference import evaluate_run
+from blosa.train.build import make_splits
+from blosa.train.inference import evaluate_run, length_bins, load_run
 from blosa.train.run import train
 from shared_data import requires_shared_data
 
@@ -125,6 +126,23 @@ def test_eval_and_encode(tmp_path):
     result = train(config, out, quiet=True)
     assert evaluate_run(out, "test") == {"split": "test", **result["test"]}
     assert evaluate_run(out, "dev") == {"split": "dev", **result["dev"]}
+    # Per length: the bins partition the split by the task's lengths, and accuracy, a mean, is
+    # the bins' accuracies weighted by their sizes.
+    edges = tuple(sorted(random.Random(25).sample(range(2, 20), 3)))
+    binned = evaluate_run(out, "dev", by_length=edges)
+    rows = binned.pop("by_length")
+    assert binned == {"split": "dev", **result["dev"]}
+    run_config, _, _, task, dataset, _ = load_run(out)
+    lengths = [task.length(e) for e in make_splits(run_config, dataset, None).dev]
+    bounds = [(1, edges[0] - 1), (edges[0], edges[1] - 1), (edges[1], edges[2] - 1),
+              (edges[2], max(lengths))]
+    labels = [f"1-{edges[0] - 1}", f"{edges[0]}-{edges[1] - 1}", f"{edges[1]}-{edges[2] - 1}",
+              f"{edges[2]}+"]
+    counts = [sum(lo <= n <= hi for n in lengths) for lo, hi in bounds]
+    assert [(r["lengths"], r["examples"]) for r in rows] == [
+        (label, count) for label, count in zip(labels, counts) if count]
+    assert sum(r["accuracy"] * r["examples"] for r in rows) / len(lengths) == pytest.approx(
+        result["dev"]["accuracy"])
     sentences = ["What is the capital of France ?", "Who wrote Hamlet ?", "", "Why ?"]
     encoded = subprocess.run([sys.executable, "-m", "blosa", "encode", str(out)],
                              input="".join(s + "\n" for s in sentences).encode(),
@@ -154,3 +172,17 @@ def test_progress_bar_on_a_terminal(tmp_path):
         run_module.Progress = original
     text = stream.getvalue()
     assert "loss=" in text and "acc=" in text and "ex/s=" in text and "step 4 (epoch" in text
+
+
+def test_length_bins():
+    rng = random.Random()
+    edges = tuple(sorted(rng.sample(range(2, 200), rng.randint(1, 6))))
+    bins = length_bins(edges)
+    assert bins[0][0] == 1 and bins[-1] == (edges[-1], None)
+    assert all(hi + 1 == next_lo for (_, hi), (next_lo, _) in zip(bins, bins[1:]))
+    for bad in [(), (1, 4), (4, 4), (8, 4), (2.5,), (True, 4)]:
+        with pytest.raises(ValueError, match="increasing ints >= 2"):
+            length_bins(bad)
+    with pytest.raises(SystemExit) as exit_:  # argparse's usage error, before any file is read
+        main(["eval", "nowhere", "--by-length", "8,4"])
+    assert exit_.value.code == 2

@@ -1,6 +1,7 @@
 """--vocab vectors: the training words, then every other word of the word vectors with its
 pretrained row frozen (blosa.train.frozen_rows), at training, dev, test, blosa eval and encode."""
 import io
+import json
 import random
 import subprocess
 import sys
@@ -94,6 +95,21 @@ def test_vocab_vectors_needs_vectors():
         validate(config)
     with pytest.raises(ValueError, match="^--vocab: choose from"):
         validate(TrainConfig(task="trec", vocab="all").resolved())
+
+
+@pytest.mark.parametrize("task", ["trec", "sst2", "sick", "generic"])
+def test_vocab_defaults_to_the_vectors_words(task, tmp_path):
+    # Every task, with or without a preset: the vectors' vocabulary where there are vectors,
+    # the training words' where there are none; a config.json written before --vocab existed
+    # reads as the training words' (what those runs ran with).
+    for preset in (None, "paper") + (() if task == "generic" else ("best",)):
+        assert TrainConfig(task=task, preset=preset).resolved().vocab == "vectors"
+        assert TrainConfig(task=task, preset=preset, vectors="none").resolved().vocab == "train"
+        assert TrainConfig(task=task, preset=preset, vocab="train").resolved().vocab == "train"
+    old = json.loads(TrainConfig(task=task).to_json())
+    del old["vocab"]
+    (tmp_path / "config.json").write_text(json.dumps(old))
+    assert TrainConfig.load(tmp_path / "config.json").resolved().vocab == "train"
 
 
 def write_glove(path, words, rng, dim=8):

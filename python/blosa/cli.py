@@ -9,7 +9,19 @@ from blosa.data.datasets import DATASETS
 from blosa.nn import ENCODERS
 from blosa.train.config import (AMP_MODES, DEVICES, LR_SCHEDULES, OPTIMIZERS, TASK_DEFAULTS,
                                 VOCABS, TrainConfig)
+from blosa.train.inference import LENGTH_EDGES, length_bins
 from blosa.train.presets import PRESETS
+
+
+def _length_edges(text: str) -> tuple[int, ...]:
+    """--by-length's value: comma-separated increasing ints >= 2."""
+    try:
+        edges = tuple(int(part) for part in text.split(","))
+        length_bins(edges)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected comma-separated increasing token counts >= 2 (as 4,8,16), got {text!r}")
+    return edges
 
 
 def _task_default(key: str) -> str:
@@ -50,7 +62,8 @@ def _add_train(sub) -> None:
     p.add_argument("--vocab", choices=VOCABS,
                    help="train: the training words, every other word reads as <unk>; vectors: "
                         "also every other word of --vectors, its pretrained row frozen, so that "
-                        "dev, test and new text read it (the authors' vocabulary; default: train)")
+                        "dev, test and new text read it (the authors' vocabulary; the default, but "
+                        "under --vectors none: train)")
     p.add_argument("--hidden", type=int,
                    help="the encoder's hidden units (default: 300; squad 100)")
     p.add_argument("--head-hidden", type=int, default=300,
@@ -138,7 +151,8 @@ def _cmd_eval(args) -> int:
 
     from blosa.train.inference import evaluate_run
 
-    print(json.dumps(evaluate_run(args.run_dir, args.split, args.data_dir), indent=2))
+    print(json.dumps(evaluate_run(args.run_dir, args.split, args.data_dir, args.by_length),
+                     indent=2))
     return 0
 
 
@@ -182,6 +196,11 @@ def parser() -> argparse.ArgumentParser:
     e.add_argument("--split", default="test", choices=("train", "dev", "test"),
                    help="default: %(default)s")
     e.add_argument("--data-dir", help="where the data is now (default: the run's)")
+    e.add_argument("--by-length", nargs="?", const=",".join(map(str, LENGTH_EDGES)),
+                   type=_length_edges, metavar="EDGES",
+                   help="also the metrics per bin of example length (tokens), cut at these "
+                        "comma-separated edges (default with no value: %(const)s, bins 1-3, "
+                        "4-7, 8-15, 16-25, 26+)")
     c = sub.add_parser("encode", help="sentence vectors of stdin's lines (one sentence a line) "
                                       "as a .npy array [lines, dim] on stdout")
     c.add_argument("run_dir")

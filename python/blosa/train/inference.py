@@ -48,9 +48,12 @@ def load_run(run_dir: str | Path, data_dir: str | None = None):
     return config, rd, vocab, task, dataset, model.to(config.device).eval()
 
 
-def evaluate_run(run_dir: str | Path, split: str = "test", data_dir: str | None = None) -> dict:
-    """The task's metrics of the run's best checkpoint on `split` (its own dev and test splits,
-    carved as the run carved them; a cross-validation run's folds are folders of their own)."""
+# Default bins of evaluate_run(by_length=...): where the SST-2 analysis of docs/RESULTS.md
+# ("Where the attention encoders lose") cut sentence lengths.
+LENGTH_EDGES = (4, 8, 16, 26)
+
+
+def _split_examples(run_dir, split, data_dir):
     config, rd, vocab, task, dataset, model = load_run(run_dir, data_dir)
     fold = None
     if rd.path.name.startswith("fold-") and num_folds(config, dataset):
@@ -59,7 +62,43 @@ def evaluate_run(run_dir: str | Path, split: str = "test", data_dir: str | None 
     examples = {"train": splits.train, "dev": splits.dev, "test": splits.test}[split]
     if examples is None:
         raise ValueError(f"the {config.task} run has no {split} split")
-    return {"split": split, **evaluate(model, task, examples, vocab, config, World())}
+    return config, vocab, task, model, examples
+
+
+def length_bins(edges: tuple[int, ...]) -> list[tuple[int, int | None]]:
+    """[(1, e0 - 1), (e0, e1 - 1), ..., (e_last, None)]: token counts lo..hi (None: no end).
+    ValueError unless edges are increasing ints >= 2."""
+    if (not edges or any(isinstance(e, bool) or not isinstance(e, int) for e in edges)
+            or edges[0] < 2 or any(b <= a for a, b in zip(edges, edges[1:]))):
+        raise ValueError(f"length edges must be increasing ints >= 2, got {edges!r}")
+    starts = (1, *edges)
+    return [(lo, hi - 1) for lo, hi in zip(starts, edges)] + [(edges[-1], None)]
+
+
+def evaluate_run(run_dir: str | Path, split: str = "test", data_dir: str | None = None,
+                 by_length: tuple[int, ...] | None = None) -> dict:
+    """The task's metrics of the run's best checkpoint on `split` (its own dev and test splits,
+    carved as the run carved them; a cross-validation run's folds are folders of their own).
+
+    by_length: also the metrics per bin of example length (the task's: an NLI pair's longer
+    sentence), bins cut at these edges (see length_bins; LENGTH_EDGES for the usual ones), under
+    "by_length": a list of {"lengths": "LO-HI" or "LO+", "examples": N, metric: value}; a bin
+    without examples is left out, and a metric that needs more examples than a bin has (Pearson
+    of one pair) is NaN there.
+    """
+    bins = None if by_length is None else length_bins(tuple(by_length))
+    config, vocab, task, model, examples = _split_examples(run_dir, split, data_dir)
+    out = {"split": split, **evaluate(model, task, examples, vocab, config, World())}
+    if bins is not None:
+        lengths = [task.length(e) for e in examples]
+        out["by_length"] = []
+        for lo, hi in bins:
+            chosen = [e for e, n in zip(examples, lengths) if n >= lo and (hi is None or n <= hi)]
+            if chosen:
+                out["by_length"].append({"lengths": f"{lo}+" if hi is None else f"{lo}-{hi}",
+                                         "examples": len(chosen),
+                                         **evaluate(model, task, chosen, vocab, config, World())})
+    return out
 
 
 @torch.no_grad()
