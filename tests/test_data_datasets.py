@@ -165,7 +165,8 @@ def write_sst(root):
 @pytest.mark.parametrize("name", ["sst1", "sst2"])
 def test_sst_duplicates(tmp_path, name):
     write_sst(tmp_path)
-    distinct, every = (load_dataset(name, tmp_path, sst_duplicates=d) for d in (False, True))
+    distinct, every, none = (load_dataset(name, tmp_path, sst_train=mode)
+                             for mode in ("distinct", "all", "none"))
     label = {"sst1": lambda k: k, "sst2": {0: 0, 1: 0, 3: 1, 4: 1}.get}[name]
     nodes = [(("a",), 2), (("b",), 4), (("a", "b"), 3)] * 2 + [
         (("c",), 2), (("d",), 2), (("c", "d"), 2), (("e",), 0), (("a",), 2), (("e", "a"), 1)]
@@ -173,16 +174,19 @@ def test_sst_duplicates(tmp_path, name):
     assert every.splits["train"] == expected
     assert distinct.splits["train"] == list(dict.fromkeys(expected))
     for split in ("dev", "test"):  # whole sentences either way
-        assert every.splits[split] == distinct.splits[split]
+        assert every.splits[split] == distinct.splits[split] == none.splits[split]
     sentences = [Sentence(("a", "b"), label(3)), Sentence(("a", "b"), label(3)),
                  Sentence(("c", "d"), label(2)), Sentence(("e", "a"), label(1))]
-    assert every.train_sentences == distinct.train_sentences == [
-        e for e in sentences if e.label is not None]
+    kept = [e for e in sentences if e.label is not None]
+    assert every.train_sentences == distinct.train_sentences == none.train_sentences == kept
+    assert none.splits["train"] == kept  # no phrases: the whole sentences, repeats kept
 
 
-def test_sst_duplicates_is_for_sst_only(tmp_path):
-    with pytest.raises(ValueError, match="sst_duplicates= is for the SST phrases"):
-        load_dataset("trec", tmp_path, sst_duplicates=True)
+def test_sst_train_is_for_sst_only(tmp_path):
+    with pytest.raises(ValueError, match="sst_train= is for the SST phrases"):
+        load_dataset("trec", tmp_path, sst_train="all")
+    with pytest.raises(ValueError, match="sst_train= must be one of"):
+        load_dataset("sst2", tmp_path, sst_train="some")
 
 
 @requires_shared_data

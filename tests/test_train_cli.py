@@ -73,7 +73,7 @@ def test_unknown_choices(capsys, argv, message):
     (["--encoder", "bilstm", "--block-len", "4"], "only Bi-BloSAN has blocks"),
     (["--encoder", "disan", "--block-len", "dataset"], "--block-len: only Bi-BloSAN has blocks"),
     (["--sst-phrases", "all"], "--sst-phrases: only SST (sst1, sst2) trains on phrases"),
-    (["--sst-phrases", "some"], "--sst-phrases: choose from ('distinct', 'all'), got 'some'"),
+    (["--sst-phrases", "some"], "--sst-phrases: choose from ('distinct', 'all', 'none'), got 'some'"),
     (["--batching", "sorted"], "--batching: choose from ('bucket', 'random'), got 'sorted'"),
     (["--adadelta-rho", "1.0"], "--adadelta-rho: must be in [0, 1)"),
     (["--adadelta-rho", "-0.5"], "--adadelta-rho: must be in [0, 1)"),

@@ -171,9 +171,9 @@ def test_sst_phrases_all_reaches_the_data(tmp_path):
         (tmp_path / "sst" / f"{split}.txt").write_text(tree * (3 if split == "train" else 1))
     train = {phrases: read_dataset(TrainConfig(task="sst2", data_dir=str(tmp_path),
                                                sst_phrases=phrases))[0].splits["train"]
-             for phrases in ("distinct", "all")}
+             for phrases in ("distinct", "all", "none")}
     kept = [Sentence(("b",), 1), Sentence(("a", "b"), 1), Sentence(("a", "b", "c"), 1)]
-    assert train == {"distinct": kept, "all": kept * 3}
+    assert train == {"distinct": kept, "all": kept * 3, "none": [kept[-1]] * 3}
 
 
 # ---------------------------------------------------------------- --batching

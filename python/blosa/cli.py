@@ -116,10 +116,11 @@ def _add_train(sub) -> None:
     p.add_argument("--skip-bad-lines", action="store_true",
                    help="skip malformed data lines, reporting how many "
                         "(default: stop at the first)")
-    p.add_argument("--sst-phrases", default="distinct", metavar="{distinct,all}",
+    p.add_argument("--sst-phrases", default="distinct", metavar="{distinct,all,none}",
                    help="sst1/sst2 training examples: distinct (each (phrase, label) of the "
-                        "training trees once) or all (every node of every tree, duplicates "
-                        "kept, as the authors' code) (default: %(default)s)")
+                        "training trees once), all (every node of every tree, duplicates "
+                        "kept, as the authors' code) or none (the whole training sentences "
+                        "alone) (default: %(default)s)")
     p.add_argument("--device", default="cpu", choices=DEVICES, help="default: %(default)s")
     p.add_argument("--amp", default="none", choices=AMP_MODES,
                    help="bf16: autocast mixed precision (default: %(default)s)")

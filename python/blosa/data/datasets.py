@@ -126,10 +126,16 @@ def _load_labeled(spec: DatasetSpec, paths: dict[str, Path], bad: BadLines) -> d
             for split, path in paths.items()}
 
 
+# What SST trains on (load_dataset's sst_train): each distinct phrase once, every node of every
+# tree, or the whole sentences alone; dev and test are whole sentences either way.
+SST_TRAIN = ("distinct", "all", "none")
+
+
 def _load_sst(spec: DatasetSpec, paths: dict[str, Path], bad: BadLines,
-              duplicates: bool = False) -> dict[str, list]:
-    return {split: read_sst(path, bad, spec.num_classes, phrases=split == "train",
-                            duplicates=duplicates)
+              train: str = "distinct") -> dict[str, list]:
+    return {split: read_sst(path, bad, spec.num_classes,
+                            phrases=split == "train" and train != "none",
+                            duplicates=train == "all")
             for split, path in paths.items()}
 
 
@@ -173,14 +179,15 @@ def _check_files(paths: dict[str, Path], download: str | None) -> None:
 
 def load_dataset(name: str, data_dir: str | os.PathLike | None = None,
                  bad: BadLines | None = None, train: str | os.PathLike | None = None,
-                 test: str | os.PathLike | None = None, sst_duplicates: bool = False) -> Dataset:
+                 test: str | os.PathLike | None = None, sst_train: str = "distinct") -> Dataset:
     """Read the dataset `name` (a key of DATASETS) from `data_dir` (None: resolve_data_dir()).
 
     generic: the `label sentence` files `train` and optionally `test` (paths as given, not under
     data_dir); its classes are the training file's labels (a test label not among them is
     malformed), and without a test file the returned spec has folds=True.
-    sst_duplicates (sst1, sst2 only): train on every node of every training tree, duplicates
-    kept (read_sst's duplicates), instead of each distinct (phrase, label) once.
+    sst_train (sst1, sst2 only; SST_TRAIN): "distinct", each distinct (phrase, label) of the
+    training trees once; "all", every node of every training tree, duplicates kept (read_sst's
+    duplicates); "none", no phrases: the training trees' whole sentences alone.
     Malformed lines go to `bad` (default: raise DataError naming file and line). Every file is
     checked to exist first (a missing one: DataError saying how to get the data), and every
     split must hold examples (an empty one: DataError naming its file), so nothing runs on zero
@@ -190,8 +197,10 @@ def load_dataset(name: str, data_dir: str | os.PathLike | None = None,
         raise ValueError(f"unknown dataset {name!r}; choose from {', '.join(DATASETS)}")
     spec = DATASETS[name]
     sst = spec.name in ("sst1", "sst2")
-    if sst_duplicates and not sst:
-        raise ValueError(f"sst_duplicates= is for the SST phrases (sst1, sst2), not {name!r}")
+    if sst_train not in SST_TRAIN:
+        raise ValueError(f"sst_train= must be one of {SST_TRAIN}, got {sst_train!r}")
+    if sst_train != "distinct" and not sst:
+        raise ValueError(f"sst_train= is for the SST phrases (sst1, sst2), not {name!r}")
     bad = BadLines() if bad is None else bad
     if name == "generic":
         return _load_generic(spec, bad, train, test)
@@ -201,7 +210,7 @@ def load_dataset(name: str, data_dir: str | os.PathLike | None = None,
     root = resolve_data_dir(data_dir)
     paths = {split: root / rel for split, rel in spec.files.items()}
     _check_files(paths, spec.download)
-    options = {"duplicates": sst_duplicates} if sst else {}
+    options = {"train": sst_train} if sst else {}
     splits = _LOADERS[name](spec, paths, bad, **options)
     for split, examples in splits.items():
         if not examples:

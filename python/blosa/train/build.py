@@ -36,7 +36,7 @@ def read_dataset(config: TrainConfig) -> tuple[Dataset, BadLines]:
     """The run's dataset, read and checked; `bad` holds the lines --skip-bad-lines skipped."""
     bad = BadLines(skip=config.skip_bad_lines)
     dataset = load_dataset(config.task, config.data_dir, bad, train=config.train_file,
-                           test=config.test_file, sst_duplicates=config.sst_phrases == "all")
+                           test=config.test_file, sst_train=config.sst_phrases)
     return dataset, bad
 
 

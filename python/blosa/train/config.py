@@ -9,7 +9,7 @@ from pathlib import Path
 
 OPTIMIZERS = ("adadelta", "adam", "adamw", "sgd")
 BATCHINGS = ("bucket", "random")
-SST_PHRASES = ("distinct", "all")
+SST_PHRASES = ("distinct", "all", "none")  # blosa.data.datasets.SST_TRAIN
 AMP_MODES = ("none", "bf16")
 DEVICES = ("cpu", "cuda")
 LR_SCHEDULES = ("constant", "linear", "cosine")
@@ -83,7 +83,7 @@ class TrainConfig:
     folds: int = 0  # k-fold cross-validation; 0: none (datasets without a test split default to 10)
     dev_fraction: float = 0.1  # of train, carved as dev where the dataset has none
     skip_bad_lines: bool = False
-    sst_phrases: str = "distinct"  # SST's training nodes: each "distinct" phrase once, or "all"
+    sst_phrases: str = "distinct"  # SST's training nodes: "distinct" phrases once, "all", "none"
     device: str = "cpu"
     amp: str = "none"
     compile: bool = False
