@@ -154,24 +154,45 @@ def test_make_reproduce_trains_each_seed_then_prints_the_row():
     assert "name the row" in dry_run()  # no TASK: the recipe stops with the message
 
 
-def test_the_ablation_table_pairs_each_setup_with_its_control_by_seed(tmp_path):
+# base: the control of runs made under an older default (vocabulary "train" before issue 67).
+@pytest.mark.parametrize("base, control_vocab, varied_vocab", [
+    (None, None, "train"), ({"vocab": "train"}, "train", "vectors")])
+def test_the_ablation_table_pairs_each_setup_with_its_control_by_seed(tmp_path, base,
+                                                                      control_vocab, varied_vocab):
     rng = random.Random()
     control = {s: rng.uniform(0.7, 0.9) for s in (0, 1, 2)}
     varied = {s: rng.uniform(0.7, 0.9) for s in (1, 2)}
     dirs = [fake_run(tmp_path / f"c{s}", TrainConfig(task="sst2", encoder="disan", preset="best",
-                                                     seed=s), {"accuracy": a}, 10,
-                     dev={"accuracy": a / 2}) for s, a in control.items()]
+                                                     seed=s, vocab=control_vocab),
+                     {"accuracy": a}, 10, dev={"accuracy": a / 2}) for s, a in control.items()]
     dirs += [fake_run(tmp_path / f"v{s}", TrainConfig(task="sst2", encoder="disan", preset="best",
-                                                      seed=s, vocab="vectors", lr=0.002),
+                                                      seed=s, vocab=varied_vocab, lr=0.002),
                       {"accuracy": a}, 10, dev={"accuracy": a / 2}) for s, a in varied.items()]
-    table = ablation(dirs)
+    table = ablation(dirs, base)
     assert len(table.splitlines()) == 4
     task, encoder, setup, seeds, dev, _, test, change = row_cells(table, 0)
     assert (task, encoder, setup, seeds) == ("sst2", "disan", "control", "0, 1, 2")
     assert test == f"{100 * statistics.fmean(control.values()):.1f}" and change == "-"
     _, _, setup, seeds, dev, dev_change, test, change = row_cells(table, 1)
-    assert setup == "`--vocab vectors --lr 0.002`" or setup == "`--lr 0.002 --vocab vectors`"
+    assert setup == f"`--vocab {varied_vocab} --lr 0.002`"
     assert seeds == "1, 2"
     delta = statistics.fmean(varied[s] - control[s] for s in (1, 2))  # paired: seeds 1, 2 only
     assert change == ("+" if delta >= 0 else "−") + f"{100 * abs(delta):.1f}"
     assert dev_change == ("+" if delta >= 0 else "−") + f"{50 * abs(delta):.1f}"
+
+
+def test_ablation_base_reads_each_setting_as_its_type(tmp_path, capsys):
+    run = fake_run(tmp_path / "r", TrainConfig(task="trec", encoder="disan", preset="best",
+                                               seed=0, vocab="train"), {"accuracy": 0.8}, 10)
+    assert main(["report", "--ablation", "--ablation-base", "vocab=train", str(run)]) == 0
+    assert "| trec | disan | control | 0 |" in capsys.readouterr().out
+    assert main(["report", "--ablation", str(run)]) == 0  # today's default: the whole vocabulary
+    assert "| trec | disan | `--vocab train` | 0 |" in capsys.readouterr().out
+    args = parser().parse_args(["report", "--ablation", "--ablation-base", "lr=0.5",
+                                "--ablation-base", "fine_tune=false", "--ablation-base",
+                                "adadelta_rho=none", "--ablation-base", "vectors=none", "x"])
+    assert dict(args.ablation_base) == dict(lr=0.5, fine_tune=False, adadelta_rho=None,
+                                            vectors="none")
+    for bad in ("vocab", "colour=red", "epochs=many", "fine_tune=maybe", "task=trec"):
+        with pytest.raises(SystemExit):
+            parser().parse_args(["report", "--ablation", "--ablation-base", bad, "x"])

@@ -24,6 +24,36 @@ def _length_edges(text: str) -> tuple[int, ...]:
     return edges
 
 
+def _setting(text: str) -> tuple[str, object]:
+    """--ablation-base's SETTING=VALUE: a TrainConfig field and its value, read as the field's
+    type (a string as given; none: None for the others where the field takes it)."""
+    import dataclasses
+
+    from blosa.train.config import TrainConfig
+
+    name, sep, value = text.partition("=")
+    kinds = {f.name: str(f.type) for f in dataclasses.fields(TrainConfig)
+             if f.name not in ("task", "extra")}
+    if not sep or name not in kinds:
+        raise argparse.ArgumentTypeError(f"expected SETTING=VALUE with SETTING one of "
+                                         f"{sorted(kinds)}, got {text!r}")
+    kind = kinds[name]
+    if kind.startswith("str"):  # as given: "none" is a value of --vectors
+        return name, value
+    if value.lower() == "none" and "None" in kind:
+        return name, None
+    try:
+        if kind.startswith("bool"):
+            return name, {"true": True, "false": False}[value.lower()]
+        if kind.startswith("int"):
+            return name, int(value)
+        if kind.startswith("float"):
+            return name, float(value)
+    except (KeyError, ValueError):
+        raise argparse.ArgumentTypeError(f"{name} takes a {kind.split()[0]}, got {value!r}")
+    raise argparse.ArgumentTypeError(f"{name} cannot be set here")
+
+
 def _task_default(key: str) -> str:
     values = sorted({f"{task} {d[key]}" for task, d in TASK_DEFAULTS.items() if key in d})
     return "the task's: " + ", ".join(values) if values else ""
@@ -181,7 +211,7 @@ def _cmd_report(args) -> int:
     from blosa.train.report import ablation, report
 
     if args.ablation:
-        print(ablation(args.run_dirs))
+        print(ablation(args.run_dirs, dict(args.ablation_base or [])))
     else:
         print(report(args.run_dirs, paper=args.paper, dev=args.dev))
     return 0
@@ -217,6 +247,10 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--ablation", action="store_true",
                    help="instead, one factor at a time: per task and encoder, each setup's dev "
                         "and test beside its preset's alone, and the change on the seeds both ran")
+    r.add_argument("--ablation-base", action="append", type=_setting, metavar="SETTING=VALUE",
+                   help="with --ablation: a setting (TrainConfig's name, as vocab=train) that "
+                        "the control has over the preset, for runs made before a default "
+                        "changed (repeatable)")
     d = sub.add_parser("download", help="fetch a dataset's official files into the cache")
     d.add_argument("task", help="a task (trec, sst1, ...) or a source name")
     d.add_argument("--cache-dir", help="default: $BLOSA_CACHE, else ~/.cache/blosa")

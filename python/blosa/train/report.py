@@ -24,10 +24,11 @@ def source_commit() -> str | None:
     return (out.stdout.strip() or None) if out.returncode == 0 else None
 
 
-def command_of(config: TrainConfig) -> str:
+def command_of(config: TrainConfig, base: dict | None = None) -> str:
     """The `blosa train` command line that gives `config`: its preset, then the flags whose
-    values differ from the task's defaults under that preset, written as given."""
-    default = TrainConfig(task=config.task, preset=config.preset).resolved()
+    values differ from the task's defaults under that preset, written as given. base: settings
+    that replace those defaults first (what a command of an older release left out, say)."""
+    default = TrainConfig(task=config.task, preset=config.preset, **(base or {})).resolved()
     flags = {"train_file": "--train", "test_file": "--test"}
     words = ["blosa", "train", "--task", config.task]
     if config.preset:
@@ -115,24 +116,25 @@ def report(run_dirs: list[str | Path], paper: bool = False, dev: bool = False) -
     return "\n".join(rows)
 
 
-def _factor(config: TrainConfig) -> str:
-    """What a run changes over its preset: the flags of its command after the preset's, less
-    the task, encoder and seed ("control" for none)."""
-    words = command_of(dataclasses.replace(config, seed=0, encoder="biblosan")).split()
+def _factor(config: TrainConfig, base: dict | None = None) -> str:
+    """What a run changes over its preset (and base): the flags of its command after the
+    preset's, less the task, encoder and seed ("control" for none)."""
+    words = command_of(dataclasses.replace(config, seed=0, encoder="biblosan"), base).split()
     start = words.index("--preset") + 2 if "--preset" in words else 4
     return " ".join(words[start:]) or "control"
 
 
-def ablation(run_dirs: list[str | Path]) -> str:
+def ablation(run_dirs: list[str | Path], base: dict | None = None) -> str:
     """A markdown table of one factor at a time: for each task and encoder, the control (the
-    preset alone) and each setup that adds flags to it, their main metric on dev and test as the
-    mean over seeds, and each setup's change from the control on the seeds both ran (paired, so
-    that a seed's luck cancels). The main metric: accuracy, else the first one."""
+    preset alone, with `base`'s settings over it: the defaults the runs were made under, where
+    a default changed since) and each setup that adds flags to it, their main metric on dev and
+    test as the mean over seeds, and each setup's change from the control on the seeds both ran
+    (paired, so that a seed's luck cancels). The main metric: accuracy, else the first one."""
     cells: dict[tuple[str, str], dict[str, dict[int, dict]]] = {}
     for run_dir in run_dirs:
         result, config = _load(run_dir)
         key = (config.task, config.encoder)
-        cells.setdefault(key, {}).setdefault(_factor(config), {})[config.seed] = result
+        cells.setdefault(key, {}).setdefault(_factor(config, base), {})[config.seed] = result
     header = ["task", "encoder", "setup", "seeds", "dev", "Δ dev", "test", "Δ test"]
     rows = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for (task, encoder), setups in cells.items():
