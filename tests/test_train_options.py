@@ -247,7 +247,25 @@ def test_the_flags_reach_the_config():
         "dataset", "all", "random", 0.95, 1e-8, None)
     defaults = _config(parser().parse_args(["train", "--task", "sst2"]))
     assert (defaults.block_len, defaults.sst_phrases, defaults.batching, defaults.adadelta_rho,
-            defaults.adadelta_eps) == ("auto", "distinct", "bucket", None, None)
+            defaults.adadelta_eps) == (None, "distinct", "bucket", None, None)
+
+
+@pytest.mark.parametrize("encoder, block_len", [
+    ("biblosan", "dataset"), ("biblosan_no_local", "dataset"), ("biblosan_no_global", "dataset"),
+    ("biblosan_no_mblosa", "auto"), ("disan", "auto"), ("bilstm", "auto")])
+def test_the_block_length_defaults_to_the_datasets_where_there_are_blocks(tmp_path, encoder,
+                                                                           block_len):
+    for task, preset in (("trec", "best"), ("sst2", None), ("generic", "paper")):
+        config = TrainConfig(task=task, encoder=encoder, preset=preset).resolved()
+        assert config.block_len == block_len
+        validate(dataclasses.replace(config, train_file="x.txt") if task == "generic" else config)
+        given = TrainConfig(task=task, encoder=encoder, preset=preset, block_len="4").resolved()
+        assert given.block_len == "4"  # a flag wins over the default
+    # A run folder from before the default changed names no block length: "auto", as it ran.
+    old = json.loads(TrainConfig(task="trec", encoder=encoder).resolved().to_json())
+    del old["block_len"]
+    (tmp_path / "config.json").write_text(json.dumps(old))
+    assert TrainConfig.load(tmp_path / "config.json").block_len == "auto"
 
 
 # ---------------------------------------------------------------- old run folders

@@ -74,7 +74,9 @@ def test_run_folder_metrics_and_last_line(tmp_path, capsys):
     assert f"| generic | biblosan | accuracy {100 * result['test']['accuracy']:.1f} |" in row
     command = row.split("`")[1].split()
     assert command[:2] == ["blosa", "train"]
-    assert _config(parser().parse_args(command[1:])).resolved() == config
+    # (but what the trainer reads off the data: Bi-BloSAN's dataset block length, FROM_DATA)
+    assert _config(parser().parse_args(command[1:])).resolved().differences(config) == {}
+    assert config.block_len == "dataset" and config.block_len_dataset >= 1
 
 
 def test_cross_validation_without_a_test_file(tmp_path):

@@ -99,11 +99,11 @@ def _add_train(sub) -> None:
     p.add_argument("--head-hidden", type=int, default=300,
                    help="the head's fully connected layer (default: %(default)s)")
     p.add_argument("--head-activation", help="the head's activation (default: relu; snli elu)")
-    p.add_argument("--block-len", default="auto",
+    p.add_argument("--block-len",
                    help="Bi-BloSAN's block length r: auto (ceil(cbrt(2n)) per batch), dataset "
                         "(one r for the run, from the training sentences' lengths as the "
                         "authors' code: ceil(cbrt(2 (mean + std sqrt(2 ln B)))) + 1, B the "
-                        "batch size) or an int (default: %(default)s)")
+                        "batch size) or an int (default: dataset)")
     p.add_argument("--optimizer", choices=OPTIMIZERS, help=f"default: {_task_default('optimizer')}")
     p.add_argument("--lr", type=float, help=f"learning rate (default: {_task_default('lr')})")
     p.add_argument("--lr-schedule", default="constant", choices=LR_SCHEDULES,

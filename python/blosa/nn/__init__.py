@@ -12,11 +12,12 @@ from blosa.nn.encoder import SentenceEncoder
 from blosa.nn.masked_attention import MaskedAttention
 from blosa.nn.masked_self_attention import MaskedSelfAttention
 from blosa.nn.mblosa import MaskedBlockSelfAttention
-from blosa.nn.registry import ATTENTION_ENCODERS, ENCODERS, build_encoder, set_backend
+from blosa.nn.registry import (ATTENTION_ENCODERS, BLOCK_ENCODERS, ENCODERS, build_encoder,
+                               set_backend)
 from blosa.nn.source2token import Source2Token
 
 __all__ = [
-    "ATTENTION_ENCODERS", "ENCODERS", "BiBloSA", "BiBloSAN", "BiGRU", "BiLSTM", "BiSRU", "DiSAN",
+    "ATTENTION_ENCODERS", "BLOCK_ENCODERS", "ENCODERS", "BiBloSA", "BiBloSAN", "BiGRU", "BiLSTM", "BiSRU", "DiSAN",
     "HrchyCNN", "MaskedAttention", "MaskedBlockSelfAttention", "MaskedSelfAttention", "MultiCNN",
     "MultiHead", "SentenceEncoder", "Source2Token", "block_len_for_dataset", "block_len_for_length",
     "build_encoder", "resolve_block_len", "set_backend",

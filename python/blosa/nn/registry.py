@@ -36,6 +36,10 @@ DEPRECATED_NAMES = {name.replace("biblosan", "bibosan"): name for name in ENCODE
 
 # Encoders whose attention runs on blosa.masked_block_attn (they accept backend= and scale=).
 ATTENTION_ENCODERS = tuple(name for name in ENCODERS if name.startswith(("biblosan", "disan")))
+# Encoders that split sentences into blocks (their block_len= matters): Bi-BloSAN but its
+# ablations without mBloSA.
+BLOCK_ENCODERS = tuple(name for name in ENCODERS
+                       if name.startswith("biblosan") and "no_mblosa" not in name)
 
 
 def build_encoder(name: str, d_in: int, hidden: int = 300, **kw) -> SentenceEncoder:

@@ -28,14 +28,18 @@ def command_of(config: TrainConfig, base: dict | None = None) -> str:
     """The `blosa train` command line that gives `config`: its preset, then the flags whose
     values differ from the task's defaults under that preset, written as given. base: settings
     that replace those defaults first (what a command of an older release left out, say)."""
-    default = TrainConfig(task=config.task, preset=config.preset, **(base or {})).resolved()
+    # The defaults of the run's own encoder (Bi-BloSAN's block length is not DiSAN's).
+    default = TrainConfig(task=config.task, preset=config.preset, encoder=config.encoder,
+                          **(base or {})).resolved()
     flags = {"train_file": "--train", "test_file": "--test"}
     words = ["blosa", "train", "--task", config.task]
     if config.preset:
         words += ["--preset", config.preset]
+    if config.encoder != TrainConfig(task=config.task).encoder:
+        words += ["--encoder", config.encoder]
     for field in dataclasses.fields(config):
         name, value = field.name, getattr(config, field.name)
-        if name in ("task", "extra", "data_dir", "preset", *FROM_DATA) \
+        if name in ("task", "encoder", "extra", "data_dir", "preset", *FROM_DATA) \
                 or value == getattr(default, name):
             continue
         flag = flags.get(name, "--" + name.replace("_", "-"))
@@ -119,7 +123,10 @@ def report(run_dirs: list[str | Path], paper: bool = False, dev: bool = False) -
 def _factor(config: TrainConfig, base: dict | None = None) -> str:
     """What a run changes over its preset (and base): the flags of its command after the
     preset's, less the task, encoder and seed ("control" for none)."""
-    words = command_of(dataclasses.replace(config, seed=0, encoder="biblosan"), base).split()
+    words = command_of(dataclasses.replace(config, seed=0), base).split()
+    if "--encoder" in words:
+        at = words.index("--encoder")
+        del words[at:at + 2]
     start = words.index("--preset") + 2 if "--preset" in words else 4
     return " ".join(words[start:]) or "control"
 
