@@ -16,6 +16,23 @@ for run in "$RUNS"/*/seed-*/; do
   mkdir -p "docs/results/$row"
   cp "$run/config.json" "$run/result.json" "docs/results/$row"
 done
+# Issue 67's ablation (docs/RESULTS.md "What moves dev accuracy"): the runs of docs/results/
+# queue.txt, copied from runs/NAME into docs/results/ablation/NAME by ABLATION_RUNS=runs.
+# Its "rows-TASK-ENCODER-sSEED" lines are the rows rerun under issue 67's defaults: they replace
+# docs/results/TASK-ENCODER-best/seed-SEED, the rows printed below.
+if [ -n "${ABLATION_RUNS:-}" ]; then
+  for run in "$ABLATION_RUNS"/*/; do
+    [ -f "$run/result.json" ] || continue
+    name=$(basename "$run")
+    grep -q " $name " docs/results/queue.txt || continue
+    case $name in
+      rows-*) row=${name#rows-}; dest="docs/results/${row%-s*}-best/seed-${row##*-s}" ;;
+      *) dest="docs/results/ablation/$name" ;;
+    esac
+    mkdir -p "$dest"
+    cp "$run/config.json" "$run/result.json" "$dest"
+  done
+fi
 rows() { ls -d docs/results/$1/seed-* 2>/dev/null | sort -V || true; }
 TASKS="trec sst1 sst2 cr mpqa subj sick sick_e"
 echo "### Bi-BloSAN"
@@ -39,17 +56,6 @@ for task in trec sst2; do
   # shellcheck disable=SC2086
   $PY -m blosa report --dev --paper $(rows "$task-biblosan-best") $others
 done
-# Issue 67's ablation (docs/RESULTS.md "What moves dev accuracy"): the runs of docs/results/
-# queue.txt, copied from runs/NAME into docs/results/ablation/NAME by ABLATION_RUNS=runs.
-if [ -n "${ABLATION_RUNS:-}" ]; then
-  for run in "$ABLATION_RUNS"/*/; do
-    [ -f "$run/result.json" ] || continue
-    name=$(basename "$run")
-    grep -q " $name " docs/results/queue.txt || continue
-    mkdir -p "docs/results/ablation/$name"
-    cp "$run/config.json" "$run/result.json" "docs/results/ablation/$name"
-  done
-fi
 if ls -d docs/results/ablation/*/ >/dev/null 2>&1; then
   echo
   echo "### One factor at a time (blosa report --ablation)"
