@@ -17,8 +17,9 @@ from blosa.nn.registry import (ATTENTION_ENCODERS, BLOCK_ENCODERS, ENCODERS, bui
 from blosa.nn.source2token import Source2Token
 
 __all__ = [
-    "ATTENTION_ENCODERS", "BLOCK_ENCODERS", "ENCODERS", "BiBloSA", "BiBloSAN", "BiGRU", "BiLSTM", "BiSRU", "DiSAN",
-    "HrchyCNN", "MaskedAttention", "MaskedBlockSelfAttention", "MaskedSelfAttention", "MultiCNN",
-    "MultiHead", "SentenceEncoder", "Source2Token", "block_len_for_dataset", "block_len_for_length",
-    "build_encoder", "resolve_block_len", "set_backend",
+    "ATTENTION_ENCODERS", "BLOCK_ENCODERS", "ENCODERS", "BiBloSA", "BiBloSAN", "BiGRU", "BiLSTM",
+    "BiSRU", "DiSAN", "HrchyCNN", "MaskedAttention", "MaskedBlockSelfAttention",
+    "MaskedSelfAttention", "MultiCNN", "MultiHead", "SentenceEncoder", "Source2Token",
+    "block_len_for_dataset", "block_len_for_length", "build_encoder", "resolve_block_len",
+    "set_backend",
 ]
