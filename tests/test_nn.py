@@ -236,12 +236,18 @@ def test_activation_and_dropout_placement_are_configurable():
 def test_glorot_weights_zero_biases():
     fresh_seed()
     model = DiSAN(50, 40)
+    # The stacked weights [direction, layer, in, out]: each slice Glorot as the matrix it was
+    # (the fusion's [W_f1; W_f2] two 40 x 40 ones).
+    fans = {"disa.dense_map.weight": (50, 40), "disa.attn.proj.weight": (40, 40),
+            "disa.fuse.weight": (40, 40)}
     for name, p in model.named_parameters():
-        if p.dim() == 1:
+        if name.endswith("bias"):
             assert torch.all(p == 0), name  # biases and f_bias start at 0
-        else:
-            bound = math.sqrt(6.0 / (p.shape[0] + p.shape[1]))
-            assert p.abs().max() <= bound and p.abs().max() > 0.8 * bound, name
+            continue
+        fan_in, fan_out = fans.get(name, p.shape[-2:])
+        bound = math.sqrt(6.0 / (fan_in + fan_out))
+        for part in p.reshape(-1, fan_in, fan_out):
+            assert part.abs().max() <= bound and part.abs().max() > 0.8 * bound, name
 
 
 def test_build_encoder_rejects_unknown_names():

@@ -1,6 +1,7 @@
 """The stacked, packed Bi-BloSAN (blosa.nn.mblosa, stacked, token_rows) against the plain one it
-replaced (tests/nn_plain.py): outputs and every gradient, on rows packed or not; the former
-checkpoints load; the stacked layers' initialization and dropout."""
+replaced (tests/nn_plain.py), and the stacked DiSAN against two one-direction DiSA layers:
+outputs and every gradient, on rows packed or not; the former checkpoints load; the stacked
+layers' initialization and dropout."""
 from __future__ import annotations
 
 import math
@@ -11,9 +12,10 @@ import pytest
 import torch
 
 import blosa.nn.token_rows as token_rows
-from blosa.nn import BiBloSAN, MaskedBlockSelfAttention
-from blosa.nn.checkpoint_compat import convert_dense, convert_mblosa
+from blosa.nn import BiBloSAN, DiSAN, MaskedBlockSelfAttention, MaskedSelfAttention
+from blosa.nn.checkpoint_compat import convert_dense, convert_mblosa, former_layout
 from blosa.nn.stacked import StackedDense
+from blosa.nn.token_rows import TokenRows
 from nn_helpers import assert_same_results, fresh_seed, outputs_and_grads, random_batch
 from nn_plain import PlainBiBloSAN, PlainMBloSA
 
@@ -91,6 +93,56 @@ def test_checkpoints_of_the_former_layout_load_and_give_their_outputs():
     one.load_state_dict(saved["mblosa_backward"]["state_dict"])
     with torch.no_grad():
         torch.testing.assert_close(one(x, mask), saved["mblosa_backward"]["tokens"], atol=1e-12, rtol=1e-10)
+
+
+def test_disan_checkpoints_of_the_former_layout_load_and_give_their_outputs():
+    """tests/data/disan_v1.pt: a DiSAN (a MaskedSelfAttention a direction, every bias non-zero)
+    saved by the code before stacking (commit 8af38b9), with its outputs."""
+    saved = torch.load(Path(__file__).parent / "data" / "disan_v1.pt")
+    model = DiSAN(5, 4).double().eval()
+    model.load_state_dict(saved["disan"]["state_dict"])
+    assert former_layout(saved["disan"]["state_dict"])
+    assert not former_layout(model.state_dict())
+    with torch.no_grad():
+        tokens, sentence = model(saved["x"], saved["mask"])
+    torch.testing.assert_close(tokens, saved["disan"]["tokens"], atol=1e-12, rtol=1e-10)
+    torch.testing.assert_close(sentence, saved["disan"]["sentence"], atol=1e-12, rtol=1e-10)
+
+
+@pytest.mark.parametrize("packed", [False, True])
+def test_disan_stacked_is_two_directions_of_disa(packed):
+    """DiSAN's stacked directions against two MaskedSelfAttention (the one-direction layer)
+    holding the same weights, values and gradients, on padded batches (packed rows or not)."""
+    seed = fresh_seed()
+    B, n = random.randint(1, 6), random.randint(1, 12)
+    lengths = [random.randint(1, n) for _ in range(B)]
+    x = torch.randn(B, n, 5, dtype=torch.float64, requires_grad=True)
+    mask = torch.arange(n)[None] < torch.tensor(lengths)[:, None]
+    model = DiSAN(5, 4).double()
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(0.1 * torch.randn_like(p))
+    plain = [MaskedSelfAttention(5, 4, d).double() for d in ("forward", "backward")]
+    for i, layer in enumerate(plain):
+        disa = model.disa
+        with torch.no_grad():
+            layer.dense_map.linear.weight.copy_(disa.dense_map.weight[i, 0].T)
+            layer.dense_map.linear.bias.copy_(disa.dense_map.bias[i, 0])
+            layer.attn.w1.linear.weight.copy_(disa.attn.proj.weight[i, 0].T)
+            layer.attn.w2.linear.weight.copy_(disa.attn.proj.weight[i, 1].T)
+            layer.attn.bias.copy_(disa.attn.bias[i])
+            layer.fuse_rep.linear.weight.copy_(disa.fuse.weight[i, 0, :4].T)
+            layer.fuse_attn.linear.weight.copy_(disa.fuse.weight[i, 0, 4:].T)
+            layer.fuse_attn.linear.bias.copy_(disa.fuse.bias[i, 0])
+    rows = TokenRows(mask, packed=packed)
+    got = rows.padded(model.disa.forward_rows(rows.rows(x), rows))
+    want = torch.stack([layer(x, mask) for layer in plain])
+    torch.testing.assert_close(got, want, atol=1e-12, rtol=1e-10, msg=lambda m: f"seed={seed}: {m}")
+    weights = torch.randn_like(want)
+    grad_got = torch.autograd.grad((got * weights).sum(), x)[0]
+    grad_want = torch.autograd.grad((want * weights).sum(), x)[0]
+    torch.testing.assert_close(grad_got, grad_want, atol=1e-12, rtol=1e-10,
+                               msg=lambda m: f"seed={seed}: {m}")
 
 
 def test_a_mismatched_checkpoint_still_fails_loudly():

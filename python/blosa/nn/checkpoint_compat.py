@@ -1,5 +1,5 @@
-"""Checkpoints of the former Bi-BloSA layout (a module per layer and per direction) loaded into
-the stacked one (blosa.nn.stacked): their state_dict keys are converted when loading.
+"""Checkpoints of the former Bi-BloSA and DiSAN layouts (a module per layer and per direction)
+loaded into the stacked ones (blosa.nn.stacked): their state_dict keys are converted when loading.
 
 Former keys, per direction under a prefix p (Bi-BloSA: p = "fw." and "bw.", its dense layers
 "fc_fw." and "fc_bw."); nn.Linear weights are [out, in], the stacked ones [in, out]:
@@ -8,6 +8,10 @@ Former keys, per direction under a prefix p (Bi-BloSA: p = "fw." and "bw.", its 
     p inter.*                                                 -> inter.* (as intra)
     p gate_o.linear.weight, p gate_v.linear.{weight,bias}     -> gate.weight ([W_o; W_v]), gate.bias
     p fuse_f/fuse_g.linear.{weight,bias}                      -> fuse_tok (rows of [x; h]), fuse_blk (rows of E)
+DiSAN (p = "fw." and "bw."; new keys under "disa."):
+    p dense_map.linear.{weight,bias}                          -> dense_map.weight, dense_map.bias
+    p attn.w1/w2.linear.weight, p attn.bias                   -> attn.proj.weight, attn.bias
+    p fuse_rep.linear.weight, p fuse_attn.linear.{weight,bias} -> fuse.weight ([W_rep; W_attn]), fuse.bias
 """
 from __future__ import annotations
 
@@ -67,9 +71,29 @@ def convert_dense(sd: dict, old: list[str], new: str) -> bool:
     return True
 
 
+def convert_disa(sd: dict, old: list[str], new: str) -> bool:
+    """Former DiSA layers (MaskedSelfAttention) under prefixes `old` (one a direction) -> one
+    StackedMaskedSelfAttention `new`: dense_map, attn (W1|W2, bias), fuse ([W_f1; W_f2], the
+    bias of W_f2's former layer)."""
+    if not all(f"{p}fuse_rep.linear.weight" in sd for p in old):
+        return False
+    convert_dense(sd, [p + "dense_map." for p in old], new + "dense_map.")
+    sd[new + "attn.proj.weight"] = torch.stack([
+        torch.stack([_w(sd, f"{p}attn.w1.linear.weight"), _w(sd, f"{p}attn.w2.linear.weight")])
+        for p in old]).contiguous()
+    sd[new + "attn.bias"] = torch.stack([sd.pop(f"{p}attn.bias") for p in old])
+    sd[new + "fuse.weight"] = torch.stack([
+        torch.cat([_w(sd, f"{p}fuse_rep.linear.weight"), _w(sd, f"{p}fuse_attn.linear.weight")])[None]
+        for p in old]).contiguous()
+    sd[new + "fuse.bias"] = torch.stack([sd.pop(f"{p}fuse_attn.linear.bias")[None] for p in old])
+    return True
+
+
 def former_layout(state_dict: dict) -> bool:
-    """Whether a state_dict holds mBloSA keys of the former layout (converted when loaded)."""
-    return any(key.endswith("fuse_f.linear.weight") for key in state_dict)
+    """Whether a state_dict holds mBloSA or DiSA keys of the former layout (converted when
+    loaded)."""
+    return any(key.endswith(("fuse_f.linear.weight", "fuse_rep.linear.weight"))
+               for key in state_dict)
 
 
 def register_mblosa_compat(module) -> None:
@@ -77,6 +101,14 @@ def register_mblosa_compat(module) -> None:
     def hook(state_dict, prefix, *args):
         if not module.stacked:
             convert_mblosa(state_dict, [prefix], prefix)
+
+    module._register_load_state_dict_pre_hook(hook)
+
+
+def register_disan_compat(module) -> None:
+    """DiSAN loads its former keys: fw., bw. (a MaskedSelfAttention each) -> disa."""
+    def hook(state_dict, prefix, *args):
+        convert_disa(state_dict, [prefix + "fw.", prefix + "bw."], prefix + "disa.")
 
     module._register_load_state_dict_pre_hook(hook)
 

@@ -152,7 +152,7 @@ class Trainer:
             if not former_layout(state["model"]):
                 raise
             raise ValueError(
-                f"{self.dir.last} was saved before Bi-BloSA's layers were stacked "
+                f"{self.dir.last} was saved before Bi-BloSA's (or DiSAN's) layers were stacked "
                 "(blosa.nn.stacked): its weights load, converted, but its optimizer's state is "
                 "per former parameter and does not fit. Finish this run with the blosa it began "
                 "with, or start a new run (its best.pt's weights load into a new model with "
