@@ -196,3 +196,16 @@ def test_ablation_base_reads_each_setting_as_its_type(tmp_path, capsys):
     for bad in ("vocab", "colour=red", "epochs=many", "fine_tune=maybe", "task=trec"):
         with pytest.raises(SystemExit):
             parser().parse_args(["report", "--ablation", "--ablation-base", bad, "x"])
+
+
+def test_ablation_says_on_how_many_seeds_a_change_is_paired(tmp_path):
+    rng = random.Random()
+    dirs = [fake_run(tmp_path / f"c{s}", TrainConfig(task="trec", encoder="disan", preset="best",
+                                                     seed=s), {"accuracy": rng.random()}, 10)
+            for s in (0, 1)]
+    for seeds, tag in (((1, 5), " (1 seed)"), ((0, 1, 7), " (2 seeds)"), ((0, 1), "")):
+        varied = [fake_run(tmp_path / f"{tag}{s}", TrainConfig(
+            task="trec", encoder="disan", preset="best", seed=s, lr=0.01 * len(seeds)),
+            {"accuracy": rng.random()}, 10) for s in seeds]
+        change = row_cells(ablation(dirs + varied), 1)[-1]
+        assert change.endswith(tag) and change[0] in "+−" and "(" not in change[:-len(tag) or None]

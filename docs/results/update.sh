@@ -18,15 +18,16 @@ for run in "$RUNS"/*/seed-*/; do
 done
 # Issue 67's ablation (docs/RESULTS.md "What moves dev accuracy"): the runs of docs/results/
 # queue.txt, copied from runs/NAME into docs/results/ablation/NAME by ABLATION_RUNS=runs.
-# Its "rows-TASK-ENCODER-sSEED" lines are the rows rerun under issue 67's defaults: they replace
-# docs/results/TASK-ENCODER-best/seed-SEED, the rows printed below.
+# Its "rows-TASK-ENCODER-sSEED" lines are the rows rerun under issue 67's defaults: copied into
+# docs/results/defaults-67/TASK-ENCODER/seed-SEED and printed as a table of their own (a row is
+# not mixed with the seeds run under the former defaults).
 if [ -n "${ABLATION_RUNS:-}" ]; then
   for run in "$ABLATION_RUNS"/*/; do
     [ -f "$run/result.json" ] || continue
     name=$(basename "$run")
     grep -q " $name " docs/results/queue.txt || continue
     case $name in
-      rows-*) row=${name#rows-}; dest="docs/results/${row%-s*}-best/seed-${row##*-s}" ;;
+      rows-*) row=${name#rows-}; dest="docs/results/defaults-67/${row%-s*}/seed-${row##*-s}" ;;
       *) dest="docs/results/ablation/$name" ;;
     esac
     mkdir -p "$dest"
@@ -56,6 +57,13 @@ for task in trec sst2; do
   # shellcheck disable=SC2086
   $PY -m blosa report --dev --paper $(rows "$task-biblosan-best") $others
 done
+if ls -d docs/results/defaults-67/*/seed-*/ >/dev/null 2>&1; then
+  echo
+  echo "### The rows under issue 67's defaults"
+  echo
+  # shellcheck disable=SC2046
+  $PY -m blosa report --dev --paper $(ls -d docs/results/defaults-67/*/seed-*/ | sort -V)
+fi
 if ls -d docs/results/ablation/*/ >/dev/null 2>&1; then
   echo
   echo "### One factor at a time (blosa report --ablation)"

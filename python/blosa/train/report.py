@@ -165,6 +165,7 @@ def ablation(run_dirs: list[str | Path], base: dict | None = None) -> str:
                                           for s in shared)
                 sign = "+" if change >= 0 else "−"
                 row.append(f"{sign}{_number(metric, abs(change))}"
-                           + (f" ({len(shared)} seeds)" if len(shared) < len(runs) else ""))
+                           + (f" ({len(shared)} seed{'s' * (len(shared) > 1)})"
+                              if len(shared) < len(runs) else ""))
             rows.append("| " + " | ".join(row) + " |")
     return "\n".join(rows)
