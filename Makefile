@@ -125,8 +125,10 @@ bench: setup
 	$(PY) -m pytest bench --benchmark-only -q
 
 # The paper's Figure 3 and a long-sequence figure, measured: CSV and PNG under docs/figures/.
+# Measured afresh (--fresh); `make figures FIGURES_ARGS=` goes on from the CSVs a killed run left.
+FIGURES_ARGS ?= --fresh
 figures: setup
-	$(PY) bench/figures.py
+	$(PY) bench/figures.py $(FIGURES_ARGS)
 
 # On a CUDA machine with torch preinstalled (no venv): build against that torch, run the GPU
 # tests and benchmarks, print a short table last.
