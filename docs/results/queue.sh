@@ -3,8 +3,9 @@
 # docs/results/queue.txt's lines "COMMIT NAME FLAGS..." train `blosa train FLAGS` into runs/NAME,
 # one after another, each in a git worktree of COMMIT (/work/wt-at/COMMIT, or $WORKTREES/COMMIT)
 # so that edits to the checkout never reach a running job and a row reruns at its commit.
-# A line whose runs/NAME/result.json (or docs/results/ablation/NAME/result.json, a run copied
-# there by update.sh) exists is done; a killed run resumes (--resume).
+# A line whose runs/NAME/result.json exists is done, and so is one that update.sh copied into
+# docs/results (ablation/NAME, or defaults-67/TASK-ENCODER/seed-S for rows-TASK-ENCODER-sS); a
+# killed run resumes (--resume).
 #   nohup taskset -c 0 bash docs/results/queue.sh w1 >> runs/queue-w1.log 2>&1 &
 #   nohup taskset -c 1 bash docs/results/queue.sh w2 >> runs/queue-w2.log 2>&1 &
 # Workers share the file: a worker claims a line with runs/.claims/NAME.WORKER (delete a dead
@@ -25,7 +26,9 @@ while true; do
   picked=""
   while read -r commit name flags; do
     if [ -z "$commit" ] || [ "${commit:0:1}" = "#" ]; then continue; fi
-    if [ -e "runs/$name/result.json" ] || [ -e "docs/results/ablation/$name/result.json" ] \
+    row=${name#rows-}; copied="docs/results/defaults-67/${row%-s*}/seed-${row##*-s}"
+    [ "$row" = "$name" ] && copied="docs/results/ablation/$name"
+    if [ -e "runs/$name/result.json" ] || [ -e "$copied/result.json" ] \
        || [ -e "runs/.claims/$name.failed" ]; then continue; fi
     if ! ls runs/.claims/"$name".* >/dev/null 2>&1 || [ -e "runs/.claims/$name.$worker" ]; then
       touch "runs/.claims/$name.$worker"; picked="$commit $name $flags"; break
