@@ -15,7 +15,7 @@ from blosa.train.build import (build_model, extend_vocab, make_splits, num_folds
                                run_vectors)
 from blosa.train.config import TrainConfig
 from blosa.train.distributed import World
-from blosa.train.loop import evaluate
+from blosa.train.loop import evaluate, predict
 from blosa.train.run_dir import RunDir
 
 
@@ -88,17 +88,21 @@ def evaluate_run(run_dir: str | Path, split: str = "test", data_dir: str | None 
     """
     bins = None if by_length is None else length_bins(tuple(by_length))
     config, vocab, task, model, examples = _split_examples(run_dir, split, data_dir)
-    out = {"split": split, **evaluate(model, task, examples, vocab, config, World())}
-    if bins is not None:
-        lengths = [task.length(e) for e in examples]
-        out["by_length"] = []
-        for lo, hi in bins:
-            chosen = [e for e, n in zip(examples, lengths) if n >= lo and (hi is None or n <= hi)]
-            if chosen:
-                out["by_length"].append({"lengths": f"{lo}+" if hi is None else f"{lo}-{hi}",
-                                         "examples": len(chosen),
-                                         **evaluate(model, task, chosen, vocab, config, World())})
-    return out
+    if bins is None:
+        return {"split": split, **evaluate(model, task, examples, vocab, config, World())}
+    # One pass over the split: each bin's predictions, and the split's metrics from all of them
+    # (the bins partition it).
+    lengths = [task.length(e) for e in examples]
+    rows, preds, targets = [], [], []
+    for lo, hi in bins:
+        chosen = [e for e, n in zip(examples, lengths) if n >= lo and (hi is None or n <= hi)]
+        if chosen:
+            p, t = predict(model, task, chosen, vocab, config, World())
+            preds.append(p)
+            targets.append(t)
+            rows.append({"lengths": f"{lo}+" if hi is None else f"{lo}-{hi}",
+                         "examples": len(chosen), **task.metrics(p, t)})
+    return {"split": split, **task.metrics(torch.cat(preds), torch.cat(targets)), "by_length": rows}
 
 
 @torch.no_grad()
